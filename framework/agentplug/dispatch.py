@@ -1,0 +1,449 @@
+"""The dispatch engine: ordered, timed, failure-isolated handler execution.
+
+Hot-path notes (see ``bench/``): a handler that finishes without suspending is driven
+to completion inline with ``coro.send(None)``: no task, no timer. Only a handler that
+really suspends is wrapped in a task and waited for with its time budget; when the
+budget runs out the runtime stops waiting, does *not* cancel it, and tracks it so
+shutdown can wait for it or report it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import enum
+import logging
+import time
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from agentplug_hookspecs import Context, Event, FailurePolicy, HandlerContext, HookDecl, HookModel
+from agentplug_hookspecs._model import _HANDLER_CONTEXT
+from pydantic import BaseModel, ValidationError
+
+from .reducers import Reducer
+
+__all__ = [
+    "DispatchResult",
+    "Handler",
+    "HandlerReport",
+    "HandlerStatus",
+    "Tracker",
+]
+
+log = logging.getLogger("agentplug.dispatch")
+O = TypeVar("O", bound=HookModel)
+
+
+class HandlerStatus(enum.StrEnum):
+    """What happened to one handler in one dispatch."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"
+    BLOCKED_BY_GATE = "blocked-by-gate"
+
+
+@dataclass(slots=True, eq=False)
+class Handler:
+    """One compiled handler: a plugin's implementation of one hook, ready to call."""
+
+    plugin_id: str
+    hook: str
+    """The hook the handler was written for (an alias resolves to its target)."""
+    function: Callable[..., Any]
+    call_mode: int
+    """0: f(), 1: f(event), 2: f(event, ctx), 3: f(ctx), 4: f(ctx, event)."""
+    priority: int
+    seq: int
+    timeout_s: float | None
+    timeout_source: str
+    context: HandlerContext
+    thread: bool = False
+    gate: str | None = None
+    """Why the handler is not run (gates), or ``None``."""
+    is_async: bool = False
+
+    def call(self, event: Event, ctx: Context) -> Any:
+        """Invoke the function with the arguments it asked for."""
+        mode = self.call_mode
+        if mode == 2:
+            return self.function(event, ctx)
+        if mode == 1:
+            return self.function(event)
+        if mode == 0:
+            return self.function()
+        if mode == 3:
+            return self.function(ctx)
+        return self.function(ctx, event)
+
+
+class HandlerReport(BaseModel):
+    """One line of a dispatch trace."""
+
+    plugin_id: str
+    hook: str
+    status: HandlerStatus
+    duration_ms: float
+    priority: int
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class DispatchResult(Generic[O]):
+    """The reduced outcome of one dispatch plus the per-handler trace."""
+
+    hook: str
+    outcome: O
+    records: list[tuple[Handler, HandlerStatus, float, str | None]] = field(default_factory=list)
+
+    @property
+    def handlers(self) -> list[HandlerReport]:
+        """Per-handler reports in execution (priority) order."""
+        return [
+            HandlerReport(
+                plugin_id=h.plugin_id,
+                hook=h.hook,
+                status=status,
+                duration_ms=round(duration * 1000.0, 3),
+                priority=h.priority,
+                error=error,
+            )
+            for h, status, duration, error in self.records
+        ]
+
+
+class _Resume:
+    """Awaitable continuing a coroutine whose first step already ran inline."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, pending = self.coro, self.first
+        while True:
+            try:
+                yield pending
+            except BaseException as exc:  # noqa: BLE001 - forwarded into the coroutine
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            # asyncio resumes a suspended coroutine with send(None); do the same.
+            try:
+                pending = coro.send(None)
+            except StopIteration as stop:
+                return stop.value
+
+
+async def _finish(coro: Coroutine[Any, Any, Any], first: Any) -> Any:
+    return await _Resume(coro, first)
+
+
+class Tracker:
+    """Handlers the runtime stopped waiting for but did not cancel."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[asyncio.Future[Any], str] = {}
+
+    def track(self, task: asyncio.Future[Any], label: str) -> None:
+        """Keep ``task`` referenced until it ends; log how it ended."""
+        self._tasks[task] = label
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        label = self._tasks.pop(task, "?")
+        if task.cancelled():
+            log.info("abandoned handler %s was cancelled", label)
+        elif task.exception() is not None:
+            log.warning(
+                "abandoned handler %s failed late: %s", label, type(task.exception()).__name__
+            )
+        else:
+            log.info("abandoned handler %s finished late", label)
+
+    @property
+    def pending(self) -> list[str]:
+        """Labels (``plugin_id:hook``) of handlers still running after their timeout."""
+        return sorted(self._tasks.values())
+
+    async def drain(self, timeout_s: float) -> list[str]:
+        """Wait up to ``timeout_s`` for abandoned handlers; return those still running."""
+        tasks = list(self._tasks)
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        return self.pending
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _describe(exc: BaseException) -> str:
+    # Exception *types* only: messages may carry secrets or confidential reasons.
+    return f"raised {type(exc).__name__}"
+
+
+async def _wait_one(
+    task: asyncio.Future[Any], handler: Handler, tracker: Tracker
+) -> Any:
+    try:
+        done, _ = await asyncio.wait((task,), timeout=handler.timeout_s)
+    except asyncio.CancelledError:
+        tracker.track(task, f"{handler.plugin_id}:{handler.hook}")
+        raise
+    if not done:
+        tracker.track(task, f"{handler.plugin_id}:{handler.hook}")
+        raise _Timeout
+    return task.result()
+
+
+def _start_thread(handler: Handler, event: Event, ctx: Context) -> asyncio.Future[Any]:
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    return loop.run_in_executor(None, context.run, handler.call, event, ctx)
+
+
+async def run_sequential(
+    decl: HookDecl,
+    plan: Sequence[Handler],
+    reducer: Reducer,
+    ctx: Context,
+    tracker: Tracker,
+) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
+    """Run ``plan`` one handler after another, folding results into ``reducer``."""
+    records: list[tuple[Handler, HandlerStatus, float, str | None]] = []
+    result_model = decl.result
+    fail_closed = decl.failure is FailurePolicy.FAIL_CLOSED
+    clock = time.perf_counter
+    var = _HANDLER_CONTEXT
+    token = var.set(var.get())
+    try:
+        for index, handler in enumerate(plan):
+            if handler.gate is not None:
+                records.append((handler, HandlerStatus.BLOCKED_BY_GATE, 0.0, handler.gate))
+                continue
+            var.set(handler.context)
+            started = clock()
+            try:
+                if handler.thread:
+                    value = await _wait_one(
+                        _start_thread(handler, reducer.event, ctx), handler, tracker
+                    )
+                else:
+                    value = handler.call(reducer.event, ctx)
+                    if type(value) is _CoroutineType or asyncio.iscoroutine(value):
+                        try:
+                            first = value.send(None)
+                        except StopIteration as stop:
+                            value = stop.value
+                        else:
+                            task = asyncio.get_running_loop().create_task(_finish(value, first))
+                            value = await _wait_one(task, handler, tracker)
+            except _Timeout:
+                error = f"timed out after {handler.timeout_s * 1000:.0f} ms"
+                status = HandlerStatus.TIMEOUT
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = _describe(exc)
+                status = HandlerStatus.ERROR
+            else:
+                if value is None:
+                    records.append((handler, HandlerStatus.OK, clock() - started, None))
+                    continue
+                if result_model is not None and type(value) is not result_model:
+                    try:
+                        value = result_model.model_validate(value)
+                    except ValidationError as exc:
+                        error = f"invalid result for {decl.name}: {_first_error(exc)}"
+                        status = HandlerStatus.ERROR
+                        value = None
+                if value is not None:
+                    stop = reducer.apply(value, handler.plugin_id)
+                    records.append((handler, HandlerStatus.OK, clock() - started, None))
+                    if stop:
+                        _skip_rest(plan, index, records)
+                        break
+                    continue
+            # The handler failed (raised, timed out or returned a wrong shape).
+            records.append((handler, status, clock() - started, error))
+            log.warning(
+                "hook %s: plugin %s failed (%s); policy %s",
+                decl.name,
+                handler.plugin_id,
+                error,
+                decl.failure.value,
+            )
+            if fail_closed:
+                reducer.fail_closed(
+                    handler.plugin_id, f"plugin {handler.plugin_id!r} failed: {error}"
+                )
+                _skip_rest(plan, index, records)
+                break
+    finally:
+        var.reset(token)
+    return records
+
+
+async def _coro_type_probe() -> None:
+    return None
+
+
+_probe = _coro_type_probe()
+_CoroutineType = type(_probe)
+_probe.close()
+
+
+def _skip_rest(
+    plan: Sequence[Handler],
+    index: int,
+    records: list[tuple[Handler, HandlerStatus, float, str | None]],
+) -> None:
+    for later in plan[index + 1 :]:
+        if later.gate is not None:
+            records.append((later, HandlerStatus.BLOCKED_BY_GATE, 0.0, later.gate))
+        else:
+            records.append((later, HandlerStatus.SKIPPED, 0.0, "a terminal decision stopped the chain"))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<result>"
+    return f"{loc}: {err['msg']}"
+
+
+async def run_concurrent(
+    decl: HookDecl,
+    plan: Sequence[Handler],
+    event: Event,
+    ctx: Context,
+    tracker: Tracker,
+) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
+    """Start every handler of an observation hook, then wait for each within its budget."""
+    loop = asyncio.get_running_loop()
+    clock = time.perf_counter
+    slots: list[tuple[Handler, HandlerStatus, float, str | None] | None] = []
+    waiting: dict[asyncio.Future[Any], tuple[int, Handler, float, float]] = {}
+    var = _HANDLER_CONTEXT
+    token = var.set(var.get())
+    try:
+        for handler in plan:
+            if handler.gate is not None:
+                slots.append((handler, HandlerStatus.BLOCKED_BY_GATE, 0.0, handler.gate))
+                continue
+            var.set(handler.context)
+            started = clock()
+            try:
+                if handler.thread:
+                    fut: asyncio.Future[Any] = _start_thread(handler, event, ctx)
+                else:
+                    value = handler.call(event, ctx)
+                    if not asyncio.iscoroutine(value):
+                        slots.append((handler, HandlerStatus.OK, clock() - started, None))
+                        continue
+                    try:
+                        first = value.send(None)
+                    except StopIteration:
+                        slots.append((handler, HandlerStatus.OK, clock() - started, None))
+                        continue
+                    fut = loop.create_task(_finish(value, first))
+            except Exception as exc:
+                slots.append((handler, HandlerStatus.ERROR, clock() - started, _describe(exc)))
+                log.warning(
+                    "hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, _describe(exc)
+                )
+                continue
+            deadline = (
+                loop.time() + handler.timeout_s if handler.timeout_s is not None else float("inf")
+            )
+            waiting[fut] = (len(slots), handler, started, deadline)
+            slots.append(None)
+    finally:
+        var.reset(token)
+
+    while waiting:
+        nearest = min(entry[3] for entry in waiting.values())
+        budget = None if nearest == float("inf") else max(0.0, nearest - loop.time())
+        try:
+            done, _ = await asyncio.wait(waiting, timeout=budget)
+        except asyncio.CancelledError:
+            for fut, (_, handler, _, _) in waiting.items():
+                tracker.track(fut, f"{handler.plugin_id}:{handler.hook}")
+            raise
+        now = loop.time()
+        for fut in list(waiting):
+            slot, handler, started, deadline = waiting[fut]
+            if fut in done:
+                del waiting[fut]
+                exc = fut.exception()
+                if exc is None:
+                    slots[slot] = (handler, HandlerStatus.OK, clock() - started, None)
+                else:
+                    slots[slot] = (handler, HandlerStatus.ERROR, clock() - started, _describe(exc))
+                    log.warning(
+                        "hook %s: plugin %s failed (%s)",
+                        decl.name,
+                        handler.plugin_id,
+                        _describe(exc),
+                    )
+            elif deadline <= now:
+                del waiting[fut]
+                tracker.track(fut, f"{handler.plugin_id}:{handler.hook}")
+                error = f"timed out after {(handler.timeout_s or 0) * 1000:.0f} ms"
+                slots[slot] = (handler, HandlerStatus.TIMEOUT, clock() - started, error)
+                log.warning("hook %s: plugin %s %s", decl.name, handler.plugin_id, error)
+    return [s for s in slots if s is not None]
+
+
+def run_sync(
+    decl: HookDecl, plan: Sequence[Handler], reducer: Reducer, ctx: Context
+) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
+    """Run a synchronous pipeline hook; async handlers are ignored (warned at registration)."""
+    records: list[tuple[Handler, HandlerStatus, float, str | None]] = []
+    result_model = decl.result
+    clock = time.perf_counter
+    var = _HANDLER_CONTEXT
+    token = var.set(var.get())
+    try:
+        for index, handler in enumerate(plan):
+            if handler.gate is not None:
+                records.append((handler, HandlerStatus.BLOCKED_BY_GATE, 0.0, handler.gate))
+                continue
+            if handler.is_async:
+                records.append(
+                    (handler, HandlerStatus.SKIPPED, 0.0, "async handler ignored on a sync hook")
+                )
+                continue
+            var.set(handler.context)
+            started = clock()
+            try:
+                value = handler.call(reducer.event, ctx)
+                if asyncio.iscoroutine(value):
+                    value.close()
+                    raise TypeError("returned a coroutine on a synchronous hook")
+                if value is not None and result_model is not None:
+                    value = result_model.model_validate(value)
+            except Exception as exc:
+                error = (
+                    f"invalid result for {decl.name}: {_first_error(exc)}"
+                    if isinstance(exc, ValidationError)
+                    else _describe(exc)
+                )
+                records.append((handler, HandlerStatus.ERROR, clock() - started, error))
+                log.warning("hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, error)
+                continue
+            stop = value is not None and reducer.apply(value, handler.plugin_id)
+            records.append((handler, HandlerStatus.OK, clock() - started, None))
+            if stop:
+                _skip_rest(plan, index, records)
+                break
+    finally:
+        var.reset(token)
+    return records

@@ -1,0 +1,49 @@
+"""Exceptions raised by the runtime. Each message names what, where, and what to do."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentplugError",
+    "ConfigError",
+    "DuplicatePluginError",
+    "HookSignatureError",
+    "PluginLoadError",
+    "UnknownHookError",
+]
+
+
+class AgentplugError(Exception):
+    """Base of every agentplug error."""
+
+
+class ConfigError(AgentplugError):
+    """Operator configuration is invalid. ``issues`` lists ``(key, problem)`` pairs."""
+
+    def __init__(self, issues: list[tuple[str, str]], source: str | None = None) -> None:
+        self.issues = issues
+        self.source = source
+        where = f" in {source}" if source else ""
+        lines = [f"invalid agentplug configuration{where}:"]
+        lines += [f"  {key}: {problem}" for key, problem in issues]
+        super().__init__("\n".join(lines))
+
+
+class PluginLoadError(AgentplugError):
+    """A plugin could not be loaded or registered."""
+
+    def __init__(self, plugin_id: str, cause: str) -> None:
+        self.plugin_id = plugin_id
+        self.cause = cause
+        super().__init__(f"plugin {plugin_id!r}: {cause}")
+
+
+class UnknownHookError(PluginLoadError):
+    """A plugin implements a hook that no hookspec declares."""
+
+
+class HookSignatureError(PluginLoadError):
+    """A hook implementation's arguments do not match its hookspec."""
+
+
+class DuplicatePluginError(PluginLoadError):
+    """Two plugins were registered under the same plugin id."""

@@ -1,0 +1,479 @@
+"""Agent-turn and conversation-observation hooks (HOOKS.md §3 "Agent turn")."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from ._model import Event, FrozenList, HookModel, JsonList, JsonMap, Result
+from ._semantics import (
+    Claim,
+    Deprecation,
+    FailurePolicy,
+    FieldMerge,
+    HookKind,
+    Observe,
+    Special,
+    declare,
+)
+from .common import AgentContext, ClaimOutcome, ClaimResult, ObserveOutcome
+
+GROUP = "Agent turn"
+OBS_GROUP = "Conversation observation"
+
+_PROMPT_FIELDS = (
+    "prepend_context",
+    "append_context",
+    "prepend_system_context",
+    "append_system_context",
+)
+
+# -- events ----------------------------------------------------------------------------
+
+
+class ModelResolveEvent(Event):
+    """The current prompt and attachment metadata, before the model is resolved."""
+
+    prompt: str = ""
+    attachments: JsonList = FrozenList()
+    run_id: str | None = None
+
+
+class TurnPrepareEvent(Event):
+    """The prompt, prepared messages and the drained next-turn injections."""
+
+    prompt: str = ""
+    messages: JsonList = FrozenList()
+    injections: JsonList = FrozenList()
+    run_id: str | None = None
+
+
+class PromptBuildEvent(Event):
+    """The current prompt and the session messages."""
+
+    prompt: str = ""
+    messages: JsonList = FrozenList()
+    run_id: str | None = None
+
+
+class AgentStartEvent(Event):
+    """Legacy combined phase: prompt, messages and attachment metadata."""
+
+    prompt: str = ""
+    messages: JsonList = FrozenList()
+    attachments: JsonList = FrozenList()
+    run_id: str | None = None
+
+
+class AgentRunEvent(Event):
+    """The final prompt, the loaded history and the active system prompt."""
+
+    prompt: str = ""
+    messages: JsonList = FrozenList()
+    system_prompt: str | None = None
+    run_id: str | None = None
+
+
+class AgentReplyEvent(Event):
+    """The prompt about to be answered by the model."""
+
+    prompt: str = ""
+    messages: JsonList = FrozenList()
+    run_id: str | None = None
+
+
+class AgentFinalizeEvent(Event):
+    """The natural final assistant reply, before the harness accepts it."""
+
+    reply: str = ""
+    messages: JsonList = FrozenList()
+    attempt: int = 0
+    run_id: str | None = None
+
+
+class AgentEndEvent(Event):
+    """Final messages, success flag and duration of a run."""
+
+    messages: JsonList = FrozenList()
+    success: bool = True
+    error: str | None = None
+    duration_ms: float | None = None
+    run_id: str | None = None
+
+
+class HeartbeatEvent(Event):
+    """A heartbeat turn (background supervision), never a user-initiated one."""
+
+    prompt: str = ""
+    run_id: str | None = None
+
+
+class ModelCallEvent(Event):
+    """Sanitised model-call metadata: never prompt, history, response or headers."""
+
+    run_id: str | None = None
+    call_id: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    api: str | None = None
+    transport: str | None = None
+    duration_ms: float | None = None
+    outcome: str | None = None
+    upstream_request_id_hash: str | None = None
+    context_token_budget: int | None = None
+    context_window_source: str | None = None
+    context_window_reference_tokens: int | None = None
+
+
+class LlmInputEvent(Event):
+    """Provider input: system prompt, prompt and history."""
+
+    run_id: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    system_prompt: str | None = None
+    prompt: str = ""
+    history: JsonList = FrozenList()
+
+
+class LlmOutputEvent(Event):
+    """Provider output, usage and the resolved context token budget."""
+
+    run_id: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    output: Any = None
+    usage: JsonMap | None = None
+    context_token_budget: int | None = None
+
+
+# -- results ---------------------------------------------------------------------------
+
+
+class ModelResolveResult(Result):
+    """Override the provider and/or model of this turn."""
+
+    provider_override: str | None = None
+    model_override: str | None = None
+
+
+class ContextResult(Result):
+    """Context to add around the prompt."""
+
+    prepend_context: str | None = None
+    append_context: str | None = None
+
+
+class PromptBuildResult(ContextResult):
+    """Context and system-prompt contributions."""
+
+    system_prompt: str | None = None
+    prepend_system_context: str | None = None
+    append_system_context: str | None = None
+
+
+class AgentStartResult(PromptBuildResult, ModelResolveResult):
+    """Legacy combined result of ``before_model_resolve`` + ``before_prompt_build``."""
+
+
+class AgentRunResult(Result):
+    """``{outcome: "pass"}`` or ``{outcome: "block", reason, message?}``.
+
+    ``reason`` is confidential (never logged, stored or broadcast); ``message`` is the
+    user-facing replacement stored in the transcript.
+    """
+
+    outcome: Literal["pass", "block"]
+    reason: str | None = None
+    message: str | None = None
+
+
+class AgentRunOutcome(HookModel):
+    """Reduced ``before_agent_run``: pass, or block with the blocking plugin."""
+
+    outcome: Literal["pass", "block"] = "pass"
+    reason: str | None = Field(default=None, repr=False)
+    """Confidential. Never log it, persist it or show it outside the host's own logic."""
+    message: str | None = None
+    blocked_by: str | None = None
+
+
+class FinalizeRetry(Result):
+    """Bounded, replay-safe extra model pass requested by a ``revise`` decision."""
+
+    instruction: str
+    idempotency_key: str | None = None
+    max_attempts: int | None = Field(default=None, ge=1, le=3)
+
+
+class AgentFinalizeResult(Result):
+    """``{action: "revise", reason, retry?}`` or ``{action: "finalize", reason?}``."""
+
+    action: Literal["revise", "finalize"]
+    reason: str | None = None
+    retry: FinalizeRetry | None = None
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _drop_invalid_retry(cls, value: Any) -> Any:
+        # An invalid retry does not invalidate the decision: "the first valid retry
+        # is kept", so a malformed one is simply not a candidate.
+        if value is None or isinstance(value, FinalizeRetry):
+            return value
+        try:
+            return FinalizeRetry.model_validate(value)
+        except ValueError:
+            return None
+
+
+class AgentFinalizeOutcome(HookModel):
+    """Reduced ``before_agent_finalize``."""
+
+    action: Literal["continue", "revise", "finalize"] = "continue"
+    """``continue``: nobody decided; accept the natural reply."""
+    reason: str | None = None
+    retry: FinalizeRetry | None = None
+    decided_by: list[str] = Field(default_factory=list)
+
+
+# -- hookspecs -------------------------------------------------------------------------
+
+
+@declare(
+    kind=HookKind.MERGE,
+    event=ModelResolveEvent,
+    ctx=AgentContext,
+    result=ModelResolveResult,
+    outcome=ModelResolveResult,
+    reduction=FieldMerge(first=("provider_override", "model_override")),
+    group=GROUP,
+    conversation_gate=True,
+)
+def before_model_resolve(event: ModelResolveEvent, ctx: AgentContext) -> ModelResolveResult | None:
+    """Override the provider or model of a turn before the session's messages load.
+
+    Receives only the current prompt and attachment metadata. Return
+    ``provider_override`` and/or ``model_override``; the first defined value of each
+    field wins (highest priority first). Installed plugins need
+    ``hooks.allow_conversation_access``.
+    """
+
+
+@declare(
+    kind=HookKind.MERGE,
+    event=TurnPrepareEvent,
+    ctx=AgentContext,
+    result=ContextResult,
+    outcome=ContextResult,
+    reduction=FieldMerge(concat=("prepend_context", "append_context")),
+    group=GROUP,
+    prompt_gate=True,
+)
+def agent_turn_prepare(event: TurnPrepareEvent, ctx: AgentContext) -> ContextResult | None:
+    """Consume queued next-turn injections and add context to the same turn.
+
+    Runs before the prompt hooks with the prompt, the prepared messages and the
+    injections drained (exactly once) for this session. Return ``prepend_context``
+    and/or ``append_context``; contributions are concatenated in priority order,
+    joined by a blank line. Disabled by ``hooks.allow_prompt_injection = false``.
+    """
+
+
+@declare(
+    kind=HookKind.MERGE,
+    event=PromptBuildEvent,
+    ctx=AgentContext,
+    result=PromptBuildResult,
+    outcome=PromptBuildResult,
+    reduction=FieldMerge(first=("system_prompt",), concat=_PROMPT_FIELDS),
+    group=GROUP,
+    default_timeout_ms=15_000,
+    prompt_gate=True,
+)
+def before_prompt_build(event: PromptBuildEvent, ctx: AgentContext) -> PromptBuildResult | None:
+    """Add dynamic context or system-prompt text before the model call.
+
+    Receives the prompt and the session messages. Return ``prepend_context``,
+    ``append_context``, ``system_prompt``, ``prepend_system_context`` or
+    ``append_system_context``. ``system_prompt``: the first defined value wins; the
+    four context fields are concatenated in priority order.
+    """
+
+
+@declare(
+    kind=HookKind.MERGE,
+    event=AgentStartEvent,
+    ctx=AgentContext,
+    result=AgentStartResult,
+    outcome=AgentStartResult,
+    reduction=FieldMerge(
+        first=("provider_override", "model_override", "system_prompt"), concat=_PROMPT_FIELDS
+    ),
+    group=GROUP,
+    default_timeout_ms=15_000,
+    prompt_gate=True,
+    deprecation=Deprecation(replacement="before_model_resolve + before_prompt_build"),
+)
+def before_agent_start(event: AgentStartEvent, ctx: AgentContext) -> AgentStartResult | None:
+    """Deprecated legacy combined phase of ``before_model_resolve`` + ``before_prompt_build``.
+
+    Accepts the results of both hooks and reduces them the same way. Kept for
+    compatibility; registering it warns once per plugin. New plugins use the two
+    phase-specific hooks.
+    """
+
+
+@declare(
+    kind=HookKind.DECIDE,
+    event=AgentRunEvent,
+    ctx=AgentContext,
+    result=AgentRunResult,
+    outcome=AgentRunOutcome,
+    reduction=Special(
+        "agent_run",
+        "first `block` wins and is terminal; only `pass`/`block` shapes are valid, anything "
+        "else blocks (fail closed); `None` is pass",
+    ),
+    group=GROUP,
+    default_timeout_ms=15_000,
+    failure=FailurePolicy.FAIL_CLOSED,
+    conversation_gate=True,
+)
+def before_agent_run(event: AgentRunEvent, ctx: AgentContext) -> AgentRunResult | None:
+    """Inspect the final prompt and history before the model reads them; may block.
+
+    Return ``{"outcome": "pass"}`` (or ``None``) to continue, or
+    ``{"outcome": "block", "reason": ..., "message": ...}`` to stop the run. ``reason``
+    is confidential; ``message`` replaces the user's text in the transcript. Any other
+    shape, an exception or a timeout blocks (fail closed). The first block wins.
+    """
+
+
+@declare(
+    kind=HookKind.CLAIM,
+    event=AgentReplyEvent,
+    ctx=AgentContext,
+    result=ClaimResult,
+    outcome=ClaimOutcome,
+    reduction=Claim(),
+    group=GROUP,
+    conversation_gate=True,
+)
+def before_agent_reply(event: AgentReplyEvent, ctx: AgentContext) -> ClaimResult | None:
+    """Skip the model turn with a synthetic reply or silence.
+
+    Return ``{"handled": true, "reply": ...}`` to answer instead of the model
+    (``reply`` omitted means silence). Stops at the first handled result.
+    """
+
+
+@declare(
+    kind=HookKind.DECIDE,
+    event=AgentFinalizeEvent,
+    ctx=AgentContext,
+    result=AgentFinalizeResult,
+    outcome=AgentFinalizeOutcome,
+    reduction=Special(
+        "agent_finalize",
+        "any `finalize` wins; otherwise `revise` reasons are concatenated and the first "
+        "valid `retry` is kept; on timeout continue with the original reply",
+    ),
+    group=GROUP,
+    default_timeout_ms=15_000,
+    conversation_gate=True,
+)
+def before_agent_finalize(
+    event: AgentFinalizeEvent, ctx: AgentContext
+) -> AgentFinalizeResult | None:
+    """Inspect the natural final reply and optionally ask for one more model pass.
+
+    Return ``{"action": "revise", "reason": ..., "retry": {"instruction": ...,
+    "idempotency_key": ..., "max_attempts": 1..3}}`` to revise, ``{"action":
+    "finalize"}`` to force finalisation, or ``None`` to continue. Not run for ``/stop``.
+    """
+
+
+@declare(
+    kind=HookKind.OBSERVE,
+    event=AgentEndEvent,
+    ctx=AgentContext,
+    result=None,
+    outcome=ObserveOutcome,
+    reduction=Observe(),
+    group=GROUP,
+    conversation_gate=True,
+)
+def agent_end(event: AgentEndEvent, ctx: AgentContext) -> None:
+    """Observe the final messages, success state and duration of a run."""
+
+
+@declare(
+    kind=HookKind.MERGE,
+    event=HeartbeatEvent,
+    ctx=AgentContext,
+    result=ContextResult,
+    outcome=ContextResult,
+    reduction=FieldMerge(concat=("prepend_context", "append_context")),
+    group=GROUP,
+    prompt_gate=True,
+)
+def heartbeat_prompt_contribution(event: HeartbeatEvent, ctx: AgentContext) -> ContextResult | None:
+    """Add heartbeat-only context (background monitors); never user-initiated turns.
+
+    Return ``prepend_context`` and/or ``append_context``; concatenated in priority order.
+    """
+
+
+@declare(
+    kind=HookKind.OBSERVE,
+    event=ModelCallEvent,
+    ctx=AgentContext,
+    result=None,
+    outcome=ObserveOutcome,
+    reduction=Observe(),
+    group=OBS_GROUP,
+)
+def model_call_started(event: ModelCallEvent, ctx: AgentContext) -> None:
+    """Observe the start of a provider call: sanitised metadata only (no content)."""
+
+
+@declare(
+    kind=HookKind.OBSERVE,
+    event=ModelCallEvent,
+    ctx=AgentContext,
+    result=None,
+    outcome=ObserveOutcome,
+    reduction=Observe(),
+    group=OBS_GROUP,
+)
+def model_call_ended(event: ModelCallEvent, ctx: AgentContext) -> None:
+    """Observe the end of a provider call: duration, outcome, bounded request-id hash."""
+
+
+@declare(
+    kind=HookKind.OBSERVE,
+    event=LlmInputEvent,
+    ctx=AgentContext,
+    result=None,
+    outcome=ObserveOutcome,
+    reduction=Observe(),
+    group=OBS_GROUP,
+    conversation_gate=True,
+)
+def llm_input(event: LlmInputEvent, ctx: AgentContext) -> None:
+    """Observe the provider input: system prompt, prompt and history."""
+
+
+@declare(
+    kind=HookKind.OBSERVE,
+    event=LlmOutputEvent,
+    ctx=AgentContext,
+    result=None,
+    outcome=ObserveOutcome,
+    reduction=Observe(),
+    group=OBS_GROUP,
+    conversation_gate=True,
+)
+def llm_output(event: LlmOutputEvent, ctx: AgentContext) -> None:
+    """Observe the provider output, usage and the resolved context token budget."""

@@ -1,0 +1,229 @@
+"""Gateway lifecycle, cron and install hooks (HOOKS.md §3 "Lifecycle")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ._model import Context, Event, HookModel, JsonMap, Result
+from ._semantics import (
+    Decide,
+    Deprecation,
+    FailurePolicy,
+    HookKind,
+    Observe,
+    declare,
+)
+from .common import ObserveOutcome
+
+GROUP = "Lifecycle"
+
+
+class GatewayContext(Context):
+    """Context of gateway lifecycle hooks."""
+
+    host: str | None = None
+    reason: str | None = None
+
+
+class GatewayEvent(Event):
+    """The host starting or stopping its plugin services."""
+
+    reason: str | None = None
+
+
+class CronContext(Context):
+    """Context of cron hooks: the reconciled scheduler and its abort signal."""
+
+    get_cron: Callable[[], Any] | None = Field(default=None, exclude=True)
+    """Returns the exact scheduler instance that finished reconciling."""
+    abort_signal: Any = Field(default=None, exclude=True)
+    """Aborted when a newer scheduler is prepared or shutdown starts."""
+
+
+class CronReconciledEvent(Event):
+    """The scheduler reconciled its persistent state (startup or reload)."""
+
+    reason: Literal["startup", "reload"]
+    enabled: bool
+
+
+class CronJobState(HookModel):
+    """Runtime state of a cron job snapshot."""
+
+    next_run_at_ms: int | None = None
+    last_run_status: str | None = None
+    last_error: str | None = None
+
+
+class CronJob(HookModel):
+    """A cron job snapshot."""
+
+    id: str
+    enabled: bool = True
+    schedule: str | None = None
+    state: CronJobState = Field(default_factory=CronJobState)
+
+
+class CronChangedEvent(Event):
+    """A post-commit cron lifecycle change: a hint to re-read, not an ordered log."""
+
+    reason: Literal["added", "updated", "removed", "started", "finished", "scheduled"]
+    job: CronJob
+    delivery_status: Literal["not-requested", "delivered", "not-delivered", "unknown"] = (
+        "unknown"
+    )
+    next_run_at_ms: int | None = None
+
+
+class InstallContext(Context):
+    """Context of install hooks."""
+
+    requested_by: str | None = None
+    source: str | None = None
+
+
+class BuiltinScan(HookModel):
+    """Kept for compatibility; the runtime runs no built-in scan, so it is empty ``ok``."""
+
+    status: Literal["ok"] = "ok"
+    findings: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class InstallEvent(Event):
+    """Prepared install material (already downloaded, not yet installed)."""
+
+    kind: Literal["plugin", "skill"] = "plugin"
+    name: str
+    version: str | None = None
+    source: str | None = None
+    path: str | None = None
+    """Where the prepared material lies (a wheel, sdist or unpacked folder)."""
+    files: list[str] = Field(default_factory=list)
+    builtin_scan: BuiltinScan = Field(default_factory=BuiltinScan)
+
+
+class InstallFinding(HookModel):
+    """One finding about prepared install material."""
+
+    severity: Literal["info", "warning", "critical"] = "warning"
+    message: str
+    plugin_id: str | None = None
+
+
+class InstallResult(Result):
+    """Extra findings, or ``{"block": true, "block_reason": ...}``."""
+
+    findings: list[InstallFinding] = Field(default_factory=list)
+    block: bool | None = None
+    block_reason: str | None = None
+
+
+class InstallOutcome(HookModel):
+    """Reduced ``before_install``."""
+
+    blocked: bool = False
+    block_reason: str | None = None
+    blocked_by: str | None = None
+    findings: list[InstallFinding] = Field(default_factory=list)
+
+
+def _observe(event: type[Event], ctx: type[Context], **kw: Any) -> Any:
+    return declare(
+        kind=HookKind.OBSERVE,
+        event=event,
+        ctx=ctx,
+        result=None,
+        outcome=ObserveOutcome,
+        reduction=Observe(),
+        group=GROUP,
+        **kw,
+    )
+
+
+@_observe(GatewayEvent, GatewayContext)
+def gateway_start(event: GatewayEvent, ctx: GatewayContext) -> None:
+    """Start plugin-owned services with the host.
+
+    The cron scheduler may still be loading: do not use this as the baseline of an
+    external cron projection (use ``cron_reconciled``).
+    """
+
+
+@_observe(GatewayEvent, GatewayContext, default_timeout_ms=5_000)
+def gateway_stop(event: GatewayEvent, ctx: GatewayContext) -> None:
+    """Stop plugin-owned services and release long-lived resources (5 s budget)."""
+
+
+@_observe(
+    GatewayEvent,
+    GatewayContext,
+    default_timeout_ms=5_000,
+    deprecation=Deprecation(replacement="gateway_stop", alias_of="gateway_stop"),
+)
+def deactivate(event: GatewayEvent, ctx: GatewayContext) -> None:
+    """Deprecated alias of ``gateway_stop``: runs with it and warns once per plugin."""
+
+
+@_observe(CronReconciledEvent, CronContext)
+def cron_reconciled(event: CronReconciledEvent, ctx: CronContext) -> None:
+    """The scheduler reconciled its persistent state, at startup and on reload.
+
+    ``ctx.get_cron()`` returns that scheduler snapshot; ``ctx.abort_signal`` is aborted
+    when a newer scheduler is prepared or shutdown starts: pass it to every durable
+    side effect and do not accept the snapshot after it aborted.
+    """
+
+
+@_observe(CronChangedEvent, CronContext)
+def cron_changed(event: CronChangedEvent, ctx: CronContext) -> None:
+    """A cron job was added, updated, removed, started, finished or (re)scheduled.
+
+    Post-commit hint to re-read the scheduler adopted from ``cron_reconciled``; never
+    an ordered log, and never a scheduler to adopt.
+    """
+
+
+@declare(
+    kind=HookKind.DECIDE,
+    event=InstallEvent,
+    ctx=InstallContext,
+    result=InstallResult,
+    outcome=InstallOutcome,
+    reduction=Decide(terminal="block", reason="block_reason", accumulate=("findings",)),
+    group=GROUP,
+    failure=FailurePolicy.FAIL_CLOSED,
+)
+def before_install(event: InstallEvent, ctx: InstallContext) -> InstallResult | None:
+    """Inspect prepared plugin or skill material before it is installed.
+
+    Runs after the operator's ``security.install_policy``. Return extra ``findings``
+    (accumulated in priority order) or ``{"block": true, "block_reason": ...}``
+    (terminal). A failing handler blocks the install (fail closed).
+    """
+
+
+__all__ = [
+    "BuiltinScan",
+    "CronChangedEvent",
+    "CronContext",
+    "CronJob",
+    "CronJobState",
+    "CronReconciledEvent",
+    "GatewayContext",
+    "GatewayEvent",
+    "InstallContext",
+    "InstallEvent",
+    "InstallFinding",
+    "InstallOutcome",
+    "InstallResult",
+    "JsonMap",
+    "before_install",
+    "cron_changed",
+    "cron_reconciled",
+    "deactivate",
+    "gateway_start",
+    "gateway_stop",
+]
