@@ -9,6 +9,7 @@ import logging
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -214,6 +215,8 @@ class PluginHost:
         """Handlers that timed out and still run (see :meth:`aclose`)."""
         self.load_errors: list[PluginLoadError] = []
         """Plugins that failed to load (installed discovery isolates failures)."""
+        self.failed_plugins: list[PluginRecord] = []
+        """Records (with ``error``) of plugins that failed to load."""
         if builtin_hooks:
             self._add_declarations(builtin_declarations().values(), source=None)
             from agentplug_hookspecs import BUILTIN_SPEC_MODULES
@@ -334,6 +337,72 @@ class PluginHost:
         if not record.hooks:
             log.info("plugin %s registered no hook handler", pid)
         return record
+
+    def load_installed(
+        self, *, use_cache: bool = True, cache_dir: Path | None = None
+    ) -> list[PluginRecord]:
+        """Discover and register installed plugins (entry-point group ``agentplug``).
+
+        Third-party hookspecs (group ``agentplug.hookspecs``) load first. Config filters
+        (``plugins.enabled``, ``allow``, ``deny``, ``entries.<id>.enabled``) apply before
+        any plugin code is imported. A plugin that fails (import error, bad signature,
+        unknown hook, failing ``register``) is recorded in :attr:`load_errors` with its
+        id and cause; the others still load.
+        """
+        from .loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
+
+        for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
+            try:
+                self.add_hookspecs(spec.load())
+            except Exception as exc:
+                self._load_failed(spec.name, spec.distribution, spec.version, f"hookspecs: {exc!r}")
+        loaded: list[PluginRecord] = []
+        settings = self.config.plugins
+        if not settings.enabled:
+            return loaded
+        for found in discover(ENTRY_POINT_GROUP, use_cache=use_cache, cache_dir=cache_dir):
+            pid = found.name
+            if settings.allow and pid not in settings.allow:
+                continue
+            if pid in settings.deny or not self.config.entry(pid).enabled:
+                continue
+            if pid in self._records:
+                continue
+            try:
+                obj = found.load()
+            except Exception as exc:
+                self._load_failed(pid, found.distribution, found.version, f"import failed: {exc!r}")
+                continue
+            try:
+                loaded.append(
+                    self.register(
+                        obj,
+                        pid,
+                        bundled=False,
+                        distribution=found.distribution,
+                        version=found.version,
+                        source=found.value,
+                    )
+                )
+            except PluginLoadError as exc:
+                self._load_failed(pid, found.distribution, found.version, exc.cause)
+        return loaded
+
+    def _load_failed(
+        self, plugin_id: str, distribution: str | None, version: str | None, cause: str
+    ) -> None:
+        error = PluginLoadError(plugin_id, cause)
+        self.load_errors.append(error)
+        self.failed_plugins.append(
+            PluginRecord(
+                plugin_id=plugin_id,
+                bundled=False,
+                distribution=distribution,
+                version=version,
+                error=cause,
+            )
+        )
+        log.error("%s (the other plugins still load)", error)
 
     def unregister(self, plugin_id: str) -> None:
         """Remove a plugin and all its handlers."""

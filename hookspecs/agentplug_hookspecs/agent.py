@@ -193,8 +193,8 @@ class AgentRunOutcome(HookModel):
     """Reduced ``before_agent_run``: pass, or block with the blocking plugin."""
 
     outcome: Literal["pass", "block"] = "pass"
-    reason: str | None = Field(default=None, repr=False)
-    """Confidential. Never log it, persist it or show it outside the host's own logic."""
+    reason: str | None = Field(default=None, repr=False, exclude=True)
+    """Confidential: excluded from dumps and reprs; never log, persist or show it."""
     message: str | None = None
     blocked_by: str | None = None
 

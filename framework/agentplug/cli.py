@@ -1,0 +1,265 @@
+"""The ``agentplug`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import AgentplugConfig, load_config
+from .errors import AgentplugError
+from .host import PluginHost
+from .reference import hook_summary, render_hook_reference
+
+__all__ = ["main"]
+
+
+def _config(path: str | None) -> AgentplugConfig:
+    path = path or os.environ.get("AGENTPLUG_CONFIG")
+    return load_config(path) if path else AgentplugConfig()
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False, default=str))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .scenario import build_host, load_scenario, run_scenario
+
+    scenario = load_scenario(args.scenario)
+    host = build_host(scenario)
+    reports = asyncio.run(run_scenario(scenario, host))
+    if args.json:
+        for report in reports:
+            print(json.dumps(report.model_dump(mode="json"), default=str))
+        return 0
+    if scenario.description:
+        print(scenario.description)
+        print()
+    for number, report in enumerate(reports, 1):
+        print(f"step {number}: {report.hook}")
+        for h in report.handlers:
+            extra = f"  - {h['error']}" if h.get("error") else ""
+            print(
+                f"  {h['plugin_id']:<24} {h['status']:<16} {h['duration_ms']:>9.3f} ms"
+                f"  (priority {h['priority']}){extra}"
+            )
+        if not report.handlers:
+            print("  (no handlers)")
+        print(f"  => {json.dumps(report.outcome, default=str)}")
+        if report.approval is not None:
+            verdict = "allowed" if report.approval["allowed"] else "blocked"
+            print(f"  approval: {report.approval['resolution']} -> {verdict}: {report.approval['reason']}")
+        print()
+    return 0
+
+
+def cmd_hooks(args: argparse.Namespace) -> int:
+    host = PluginHost(_config(args.config))
+    if not args.builtin_only:
+        host.load_installed()
+    rows = [hook_summary(d) for d in host.declarations.values()]
+    if args.json:
+        _print_json(rows)
+        return 0
+    for r in rows:
+        gates = ",".join(g for g in ("conversation", "prompt") if r[f"{g}_gate"]) or "-"
+        dep = f" (deprecated: use {r['replacement']})" if r["deprecated"] else ""
+        timeout = f"{r['default_timeout_ms']}ms" if r["default_timeout_ms"] else "-"
+        print(f"{r['name']:<32} {r['kind']:<9} {timeout:>8} {r['failure']:<12} {gates}{dep}")
+    return 0
+
+
+def _plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
+    rows = []
+    for record in host.plugins:
+        hooks = []
+        for hook in record.hooks:
+            decl = host.declarations[hook]
+            target = decl.deprecation.alias_of if decl.deprecation and decl.deprecation.alias_of else hook
+            for h in host.plan(target):
+                if h.plugin_id == record.plugin_id and h.hook == hook:
+                    hooks.append({
+                        "hook": hook,
+                        "priority": h.priority,
+                        "timeout_ms": None if h.timeout_s is None else round(h.timeout_s * 1000),
+                        "timeout_source": h.timeout_source,
+                        "gate": h.gate,
+                    })
+        rows.append({**record.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks})
+    rows += [r.model_dump(mode="json") for r in host.failed_plugins]
+    return rows
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    host = PluginHost(_config(args.config))
+    host.load_installed(use_cache=not args.no_cache)
+    rows = _plugin_rows(host)
+    if args.json:
+        _print_json(rows)
+        return 0
+    if not rows:
+        print("no plugins found (entry-point group 'agentplug')")
+    for r in rows:
+        kind = "bundled" if r["bundled"] else "installed"
+        dist = f"{r.get('distribution') or '?'} {r.get('version') or ''}".strip()
+        print(f"{r['plugin_id']}  [{kind}; {dist}]")
+        if r.get("error"):
+            print(f"  LOAD ERROR: {r['error']}")
+        for h in r.get("hooks", []):
+            gate = f"  BLOCKED: {h['gate']}" if h.get("gate") else ""
+            print(
+                f"  {h['hook']:<30} priority {h['priority']:>4}  timeout {h['timeout_ms']} ms"
+                f" ({h['timeout_source']}){gate}"
+            )
+        for w in r.get("warnings", []):
+            print(f"  warning: {w}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        config = _config(args.config)
+    except AgentplugError as exc:
+        print(f"config: {exc}")
+        return 1
+    host = PluginHost(config)
+    host.load_installed(use_cache=False)
+    for err in host.load_errors:
+        problems.append(str(err))
+    known = set(host.declarations)
+    for pid, entry in config.plugins.entries.items():
+        for hook in entry.hooks.timeouts:
+            if hook not in known:
+                problems.append(
+                    f"plugins.entries.{pid}.hooks.timeouts.{hook}: unknown hook "
+                    "(see `agentplug hooks`)"
+                )
+        if pid not in {r.plugin_id for r in host.plugins} and entry.enabled:
+            notes.append(f"plugins.entries.{pid}: configured but no such plugin is installed")
+    for record in host.plugins:
+        notes += [f"{record.plugin_id}: {w}" for w in record.warnings]
+    print(f"hooks declared: {len(host.declarations)}; plugins loaded: {len(host.plugins)}")
+    for n in notes:
+        print(f"note: {n}")
+    for p in problems:
+        print(f"PROBLEM: {p}")
+    print("doctor: OK" if not problems else f"doctor: {len(problems)} problem(s)")
+    return 0 if not problems else 1
+
+
+def cmd_config_schema(args: argparse.Namespace) -> int:
+    _print_json(AgentplugConfig.model_json_schema(by_alias=True))
+    return 0
+
+
+def cmd_docs_hooks(args: argparse.Namespace) -> int:
+    from agentplug_hookspecs import builtin_declarations
+
+    text = render_hook_reference(builtin_declarations())
+    if args.check:
+        current = Path(args.check).read_text(encoding="utf-8") if Path(args.check).exists() else ""
+        if current != text:
+            print(f"{args.check} is out of date: run `agentplug docs hooks --write {args.check}`")
+            return 1
+        return 0
+    if args.write:
+        Path(args.write).write_text(text, encoding="utf-8")
+        print(f"wrote {args.write}")
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+def cmd_codegen(args: argparse.Namespace) -> int:
+    from .codegen import FACADE_PATH, render_facade, write_facade
+
+    if args.check:
+        ok = FACADE_PATH.read_text(encoding="utf-8") == render_facade()
+        print("facade up to date" if ok else "facade.py is stale: run `agentplug dev codegen`")
+        return 0 if ok else 1
+    print("facade.py regenerated" if write_facade() else "facade.py already up to date")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    parser = argparse.ArgumentParser(prog="agentplug", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="replay a scenario through real plugins")
+    p.add_argument("scenario")
+    p.add_argument("--json", action="store_true", help="one JSON object per step")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("hooks", help="list every declared hook")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--config")
+    p.add_argument("--builtin-only", action="store_true", help="skip installed hookspecs")
+    p.set_defaults(func=cmd_hooks)
+
+    p = sub.add_parser("plugins", help="list discovered plugins and their handlers")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--config")
+    p.add_argument("--no-cache", action="store_true", help="rescan the environment")
+    p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser("doctor", help="validate config and plugins")
+    p.add_argument("--config")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("config", help="operator config tools")
+    csub = p.add_subparsers(dest="config_command", required=True)
+    c = csub.add_parser("schema", help="print the JSON Schema of the operator config")
+    c.set_defaults(func=cmd_config_schema)
+
+    p = sub.add_parser("docs", help="documentation generators")
+    dsub = p.add_subparsers(dest="docs_command", required=True)
+    d = dsub.add_parser("hooks", help="the hook reference (Markdown)")
+    d.add_argument("--write", metavar="PATH")
+    d.add_argument("--check", metavar="PATH", help="exit 1 when PATH is out of date")
+    d.set_defaults(func=cmd_docs_hooks)
+
+    p = sub.add_parser("dev", help="maintainer tools")
+    vsub = p.add_subparsers(dest="dev_command", required=True)
+    v = vsub.add_parser("codegen", help="regenerate the typed facade")
+    v.add_argument("--check", action="store_true")
+    v.set_defaults(func=cmd_codegen)
+
+    try:
+        from .actions.cli import add_actions_commands
+    except ImportError:  # the actions CLI is optional while it is being built
+        pass
+    else:
+        add_actions_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``agentplug`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except AgentplugError as exc:
+        print(f"agentplug: {exc}", file=sys.stderr)
+        return 2
+    except LookupError as exc:
+        print(f"agentplug: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # output piped into `head` and the like
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
