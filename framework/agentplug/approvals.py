@@ -85,7 +85,8 @@ class ScriptedResolver:
         if self._never:
             await asyncio.Event().wait()
         if pending.tool_name in self._by_tool:
-            return self._by_tool[pending.tool_name]
+            decision: Decision = self._by_tool[pending.tool_name]
+            return decision
         if self._queue:
             return self._queue.pop(0)
         if self._default is not None:

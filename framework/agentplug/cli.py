@@ -54,7 +54,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  => {json.dumps(report.outcome, default=str)}")
         if report.approval is not None:
             verdict = "allowed" if report.approval["allowed"] else "blocked"
-            print(f"  approval: {report.approval['resolution']} -> {verdict}: {report.approval['reason']}")
+            resolution, reason = report.approval["resolution"], report.approval["reason"]
+            print(f"  approval: {resolution} -> {verdict}: {reason}")
         print()
     return 0
 
@@ -81,16 +82,24 @@ def _plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
         hooks = []
         for hook in record.hooks:
             decl = host.declarations[hook]
-            target = decl.deprecation.alias_of if decl.deprecation and decl.deprecation.alias_of else hook
+            target = (
+                decl.deprecation.alias_of
+                if decl.deprecation and decl.deprecation.alias_of
+                else hook
+            )
             for h in host.plan(target):
                 if h.plugin_id == record.plugin_id and h.hook == hook:
-                    hooks.append({
-                        "hook": hook,
-                        "priority": h.priority,
-                        "timeout_ms": None if h.timeout_s is None else round(h.timeout_s * 1000),
-                        "timeout_source": h.timeout_source,
-                        "gate": h.gate,
-                    })
+                    hooks.append(
+                        {
+                            "hook": hook,
+                            "priority": h.priority,
+                            "timeout_ms": None
+                            if h.timeout_s is None
+                            else round(h.timeout_s * 1000),
+                            "timeout_source": h.timeout_source,
+                            "gate": h.gate,
+                        }
+                    )
         rows.append({**record.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks})
     rows += [r.model_dump(mode="json") for r in host.failed_plugins]
     return rows

@@ -241,13 +241,13 @@ async def run_sequential(
                     if type(value) is _CoroutineType or asyncio.iscoroutine(value):
                         try:
                             first = value.send(None)
-                        except StopIteration as stop:
-                            value = stop.value
+                        except StopIteration as finished:
+                            value = finished.value
                         else:
                             task = asyncio.get_running_loop().create_task(_finish(value, first))
                             value = await _wait_one(task, handler, tracker)
             except _Timeout:
-                error = f"timed out after {handler.timeout_s * 1000:.0f} ms"
+                error = f"timed out after {(handler.timeout_s or 0) * 1000:.0f} ms"
                 status = HandlerStatus.TIMEOUT
             except asyncio.CancelledError:
                 raise
@@ -382,16 +382,14 @@ async def run_concurrent(
             slot, handler, started, deadline = waiting[fut]
             if fut in done:
                 del waiting[fut]
-                exc = fut.exception()
-                if exc is None:
+                failure = fut.exception()
+                if failure is None:
                     slots[slot] = (handler, HandlerStatus.OK, clock() - started, None)
                 else:
-                    slots[slot] = (handler, HandlerStatus.ERROR, clock() - started, _describe(exc))
+                    reason = _describe(failure)
+                    slots[slot] = (handler, HandlerStatus.ERROR, clock() - started, reason)
                     log.warning(
-                        "hook %s: plugin %s failed (%s)",
-                        decl.name,
-                        handler.plugin_id,
-                        _describe(exc),
+                        "hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, reason
                     )
             elif deadline <= now:
                 del waiting[fut]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 __all__ = ["EnvFilterResult", "ExecEnvPolicy", "filter_exec_env"]
 
@@ -24,8 +25,12 @@ _EXTRA_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r".*_PROXY\Z|\AALL_PROXY\Z|\ANO_PROXY\Z"), "proxy variable"),
     (re.compile(r"\APYTHON[A-Z0-9_]*\Z"), "interpreter injection (Python)"),
     (re.compile(r"\A(NODE|DENO|BUN)_OPTIONS\Z"), "interpreter injection (JavaScript)"),
-    (re.compile(r".*(CA_BUNDLE|CA_CERTS?|CERT_FILE|CERT_DIR|REJECT_UNAUTHORIZED|SSL_NO_VERIFY)\Z"),
-     "TLS override"),
+    (
+        re.compile(
+            r".*(CA_BUNDLE|CA_CERTS?|CERT_FILE|CERT_DIR|REJECT_UNAUTHORIZED|SSL_NO_VERIFY)\Z"
+        ),
+        "TLS override",
+    ),
 )
 
 
@@ -78,9 +83,7 @@ class EnvFilterResult:
     dropped: list[tuple[str, str]]
 
 
-def filter_exec_env(
-    env: Mapping[object, object], policy: ExecEnvPolicy | None = None
-) -> EnvFilterResult:
+def filter_exec_env(env: Mapping[Any, Any], policy: ExecEnvPolicy | None = None) -> EnvFilterResult:
     """Filter a merged plugin environment. Values of dropped keys are never reported."""
     pol = policy or ExecEnvPolicy.default()
     kept: dict[str, str] = {}

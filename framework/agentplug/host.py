@@ -89,7 +89,7 @@ class _PluginManager(pluggy.PluginManager):
     def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
         if isinstance(plugin, _OnHandler):
             return dict(_IMPL_OPTS) if name == plugin.hook_name else None
-        return super().parse_hookimpl_opts(plugin, name)  # type: ignore[arg-type]
+        return super().parse_hookimpl_opts(plugin, name)
 
 
 @dataclass(slots=True)
@@ -268,7 +268,7 @@ class PluginHost:
                 "agentplug_hookspecs.declare(...)"
             )
         names = self._add_declarations(decls, source)
-        self._pm.add_hookspecs(namespace)
+        self._pm.add_hookspecs(namespace)  # type: ignore[arg-type]
         self._plans.clear()
         return names
 
@@ -313,7 +313,10 @@ class PluginHost:
             except Exception as exc:
                 raise PluginLoadError(pid, f"could not instantiate {exc!r}") from exc
         record = PluginRecord(
-            plugin_id=pid, bundled=bundled, distribution=distribution, version=version,
+            plugin_id=pid,
+            bundled=bundled,
+            distribution=distribution,
+            version=version,
             source=source or getattr(plugin, "__name__", type(plugin).__qualname__),
         )
         self._records[pid] = record
@@ -550,7 +553,7 @@ class PluginHost:
         return plan
 
     def _build_plan(self, hook: str) -> tuple[Handler, ...]:
-        decl = self._decl(hook)
+        self._decl(hook)  # raises a clear LookupError for unknown hooks
         names = [hook] + [
             d.name
             for d in self._decls.values()
@@ -603,7 +606,10 @@ class PluginHost:
     # -- dispatch ---------------------------------------------------------------------
 
     def _prepare(
-        self, hook: str, event: Event | Mapping[str, Any] | None, ctx: Context | Mapping[str, Any] | None
+        self,
+        hook: str,
+        event: Event | Mapping[str, Any] | None,
+        ctx: Context | Mapping[str, Any] | None,
     ) -> tuple[HookDecl, Event, Context]:
         decl = self._decls.get(hook) or self._decl(hook)
         if decl.deprecation is not None and decl.deprecation.alias_of:
@@ -720,4 +726,3 @@ def _signature_message(text: str) -> str:
         f"{text.strip()} - hook implementations take a subset of the hookspec's arguments "
         "(`event`, `ctx`)"
     )
-

@@ -76,7 +76,7 @@ class ObserveReducer(Reducer):
 class FieldMergeReducer(Reducer):
     """``first`` fields: first defined value wins; ``concat`` fields: joined in order."""
 
-    __slots__ = ("spec", "values", "parts")
+    __slots__ = ("parts", "spec", "values")
 
     def __init__(self, decl: HookDecl, event: Event) -> None:
         super().__init__(decl, event)
@@ -124,7 +124,7 @@ _POST_FILTERS["exec_env"] = _exec_env_filter
 class DictMergeReducer(Reducer):
     """Mappings merged in priority order; a later handler overrides the same key."""
 
-    __slots__ = ("merged", "contributors")
+    __slots__ = ("contributors", "merged")
 
     def __init__(self, decl: HookDecl, event: Event) -> None:
         super().__init__(decl, event)
@@ -166,7 +166,7 @@ class CollectReducer(Reducer):
 class DecideReducer(Reducer):
     """``terminal: true`` stops the chain; ``accumulate`` fields concatenate."""
 
-    __slots__ = ("spec", "blocked", "reason", "by", "accumulated")
+    __slots__ = ("accumulated", "blocked", "by", "reason", "spec")
 
     def __init__(self, decl: HookDecl, event: Event) -> None:
         super().__init__(decl, event)
@@ -214,7 +214,7 @@ _PAST = {
 class PipelineReducer(Reducer):
     """Each handler sees the latest ``value``; ``terminal: true`` stops the chain."""
 
-    __slots__ = ("spec", "value", "changed_by", "stopped", "reason", "by", "metadata")
+    __slots__ = ("by", "changed_by", "metadata", "reason", "spec", "stopped", "value")
 
     def __init__(self, decl: HookDecl, event: Event) -> None:
         super().__init__(decl, event)
@@ -261,7 +261,7 @@ def thaw_model(value: Any) -> Any:
 class ClaimReducer(Reducer):
     """The first ``handled`` result wins; unhandled ones may rewrite a field."""
 
-    __slots__ = ("spec", "winner", "by", "rewritten")
+    __slots__ = ("by", "rewritten", "spec", "winner")
 
     def __init__(self, decl: HookDecl, event: Event) -> None:
         super().__init__(decl, event)
@@ -299,7 +299,7 @@ class ClaimReducer(Reducer):
 class ToolCallReducer(Reducer):
     """``before_tool_call``: params rewrite, terminal block, first approval wins."""
 
-    __slots__ = ("params", "rewritten", "blocked", "reason", "by", "approval")
+    __slots__ = ("approval", "blocked", "by", "params", "reason", "rewritten")
 
     def __init__(self, decl: HookDecl, event: Event) -> None:
         super().__init__(decl, event)
@@ -312,7 +312,9 @@ class ToolCallReducer(Reducer):
     def apply(self, result: Result, plugin_id: str) -> bool:
         if getattr(result, "block", None) is True:
             self.blocked, self.by = True, plugin_id
-            self.reason = getattr(result, "block_reason", None) or f"blocked by plugin {plugin_id!r}"
+            self.reason = (
+                getattr(result, "block_reason", None) or f"blocked by plugin {plugin_id!r}"
+            )
             return True
         params = getattr(result, "params", None)
         # Once an approval was requested the parameters are frozen: the person deciding
@@ -369,7 +371,7 @@ class AgentRunReducer(Reducer):
 class AgentFinalizeReducer(Reducer):
     """``before_agent_finalize``: any finalize wins; else revise reasons concatenate."""
 
-    __slots__ = ("finalizers", "finalize_reasons", "revisers", "reasons", "retry")
+    __slots__ = ("finalize_reasons", "finalizers", "reasons", "retry", "revisers")
 
     def __init__(self, decl: HookDecl, event: Event) -> None:
         super().__init__(decl, event)
@@ -391,9 +393,10 @@ class AgentFinalizeReducer(Reducer):
                 self.reasons.append(result.reason)
             if self.retry is None and result.retry is not None:
                 retry = result.retry
-                key = retry.idempotency_key or hashlib.sha256(
-                    retry.instruction.encode("utf-8")
-                ).hexdigest()[:16]
+                key = (
+                    retry.idempotency_key
+                    or hashlib.sha256(retry.instruction.encode("utf-8")).hexdigest()[:16]
+                )
                 self.retry = retry.model_copy(
                     update={"idempotency_key": key, "max_attempts": retry.max_attempts or 1}
                 )

@@ -80,10 +80,17 @@ def render_hook_reference(decls: Mapping[str, HookDecl]) -> str:
     lines.append("| hook | kind | timeout | failure | gates |")
     lines.append("|---|---|---|---|---|")
     for decl in decls.values():
-        gates = ", ".join(
-            g for g, on in (("conversation", decl.conversation_gate),
-                            ("prompt", decl.prompt_gate)) if on
-        ) or "-"
+        gates = (
+            ", ".join(
+                g
+                for g, on in (
+                    ("conversation", decl.conversation_gate),
+                    ("prompt", decl.prompt_gate),
+                )
+                if on
+            )
+            or "-"
+        )
         timeout = f"{decl.default_timeout_ms} ms" if decl.default_timeout_ms else "-"
         dep = " (deprecated)" if decl.deprecation else ""
         lines.append(
@@ -106,10 +113,15 @@ def render_hook_reference(decls: Mapping[str, HookDecl]) -> str:
                 "",
                 decl.doc,
                 "",
-                f"- **kind**: {info['kind']}" + (" (pluggy `firstresult=True`)" if decl.firstresult else ""),
+                f"- **kind**: {info['kind']}"
+                + (" (pluggy `firstresult=True`)" if decl.firstresult else ""),
                 f"- **reduction**: {info['reduction']}",
-                f"- **default timeout**: "
-                + (f"{decl.default_timeout_ms} ms" if decl.default_timeout_ms else "none (synchronous)"),
+                "- **default timeout**: "
+                + (
+                    f"{decl.default_timeout_ms} ms"
+                    if decl.default_timeout_ms
+                    else "none (synchronous)"
+                ),
                 f"- **failure policy**: `{info['failure']}`",
                 f"- **conversation gate**: {'yes' if decl.conversation_gate else 'no'}; "
                 f"**prompt-injection gate**: {'yes' if decl.prompt_gate else 'no'}",
@@ -117,7 +129,8 @@ def render_hook_reference(decls: Mapping[str, HookDecl]) -> str:
             if decl.deprecation:
                 alias = (
                     f"; runs as an alias of `{decl.deprecation.alias_of}`"
-                    if decl.deprecation.alias_of else ""
+                    if decl.deprecation.alias_of
+                    else ""
                 )
                 lines.append(f"- **deprecated**: use {decl.deprecation.replacement}{alias}")
             lines += ["", f"**Event** `{decl.event.__name__}`", ""]

@@ -83,9 +83,7 @@ def load_scenario(path: str | Path) -> Scenario:
     except json.JSONDecodeError as exc:
         raise ConfigError([("<file>", f"invalid JSON: {exc}")], str(p)) from None
     except ValidationError as exc:
-        issues = [
-            (".".join(str(x) for x in e["loc"]) or "<root>", e["msg"]) for e in exc.errors()
-        ]
+        issues = [(".".join(str(x) for x in e["loc"]) or "<root>", e["msg"]) for e in exc.errors()]
         raise ConfigError(issues, str(p)) from None
 
 
@@ -100,17 +98,20 @@ def build_host(scenario: Scenario) -> PluginHost:
     host = PluginHost(AgentplugConfig.parse(scenario.config, "scenario config"))
     installed = {p.name: p for p in discover(ENTRY_POINT_GROUP)}
     for raw in scenario.plugins:
-        ref = PluginRef(module=raw[len("module:") :]) if isinstance(raw, str) and raw.startswith(
-            "module:"
-        ) else (PluginRef(entry_point=raw) if isinstance(raw, str) else raw)
+        ref = (
+            PluginRef(module=raw[len("module:") :])
+            if isinstance(raw, str) and raw.startswith("module:")
+            else (PluginRef(entry_point=raw) if isinstance(raw, str) else raw)
+        )
         if ref.module:
             pid = ref.id or ref.module.split(":")[0].rsplit(".", 1)[-1]
             try:
                 obj = _import(ref.module)
             except Exception as exc:
                 raise PluginLoadError(pid, f"cannot import {ref.module!r}: {exc!r}") from exc
-            host.register(obj, pid, bundled=True if ref.bundled is None else ref.bundled,
-                          source=ref.module)
+            host.register(
+                obj, pid, bundled=True if ref.bundled is None else ref.bundled, source=ref.module
+            )
             continue
         name = ref.entry_point or ref.id or ""
         found = installed.get(name)
@@ -157,8 +158,9 @@ async def run_scenario(scenario: Scenario, host: PluginHost | None = None) -> li
             approval = None
             outcome = result.outcome
             if step.hook == "before_tool_call" and getattr(outcome, "approval", None) is not None:
-                verdict = await broker.decide(str(step.event.get("tool_name") or
-                                                  step.event.get("toolName") or ""), outcome)
+                verdict = await broker.decide(
+                    str(step.event.get("tool_name") or step.event.get("toolName") or ""), outcome
+                )
                 approval = {
                     "allowed": verdict.allowed,
                     "resolution": verdict.resolution,

@@ -33,8 +33,8 @@ from ._semantics import (
     Pipeline,
     Reduction,
     Special,
-    declare,
     declarations_in,
+    declare,
     hookspec,
 )
 from .catalogue import BUILTIN_SPEC_MODULES, builtin_declarations

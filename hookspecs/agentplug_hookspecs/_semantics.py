@@ -31,8 +31,8 @@ __all__ = [
     "Pipeline",
     "Reduction",
     "Special",
-    "declare",
     "declarations_in",
+    "declare",
     "hookspec",
 ]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -17,6 +17,8 @@ from ._semantics import (
     declare,
 )
 from .common import ObserveOutcome
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 GROUP = "Lifecycle"
 
@@ -72,9 +74,7 @@ class CronChangedEvent(Event):
 
     reason: Literal["added", "updated", "removed", "started", "finished", "scheduled"]
     job: CronJob
-    delivery_status: Literal["not-requested", "delivered", "not-delivered", "unknown"] = (
-        "unknown"
-    )
+    delivery_status: Literal["not-requested", "delivered", "not-delivered", "unknown"] = "unknown"
     next_run_at_ms: int | None = None
 
 
@@ -130,7 +130,7 @@ class InstallOutcome(HookModel):
     findings: list[InstallFinding] = Field(default_factory=list)
 
 
-def _observe(event: type[Event], ctx: type[Context], **kw: Any) -> Any:
+def _observe(event: type[Event], ctx: type[Context], **kw: Any) -> Callable[[_F], _F]:
     return declare(
         kind=HookKind.OBSERVE,
         event=event,

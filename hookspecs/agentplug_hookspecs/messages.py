@@ -141,8 +141,9 @@ class ReplyPayloadResult(Result):
     def _accept_bare_payload(cls, data: Any) -> Any:
         if isinstance(data, ReplyPayload):
             return {"payload": data}
-        if isinstance(data, dict) and not ({"payload", "cancel", "cancelReason",
-                                            "cancel_reason"} & data.keys()):
+        if isinstance(data, dict) and not (
+            {"payload", "cancel", "cancelReason", "cancel_reason"} & data.keys()
+        ):
             return {"payload": data}
         return data
 

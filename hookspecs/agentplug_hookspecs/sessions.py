@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import Field
 
 from ._model import Context, Event, JsonMap
 from ._semantics import Claim, Deprecation, HookKind, Observe, declare
 from .common import ClaimOutcome, ClaimResult, ObserveOutcome
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 GROUP = "Sessions and compaction"
 SUB_GROUP = "Subagents"
@@ -113,7 +116,7 @@ class DeliveryTargetOutcome(ClaimOutcome):
     target: dict[str, Any] | None = None
 
 
-def _observe(event: type[Event], ctx: type[Context], group: str) -> Any:
+def _observe(event: type[Event], ctx: type[Context], group: str) -> Callable[[_F], _F]:
     return declare(
         kind=HookKind.OBSERVE,
         event=event,

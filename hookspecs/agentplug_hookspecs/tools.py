@@ -29,6 +29,10 @@ MAX_APPROVAL_TIMEOUT_MS = 600_000
 DEFAULT_APPROVAL_TIMEOUT_MS = 120_000
 
 
+def _all_decisions() -> list[ApprovalDecision]:
+    return ["allow-once", "allow-always", "deny"]
+
+
 class ToolContext(Context):
     """Correlation context of tool hooks."""
 
@@ -67,7 +71,7 @@ class ApprovalRequest(Result):
     timeout_behavior: Literal["allow", "deny"] | None = None
     """Deprecated and ignored: unresolved approvals always deny."""
     allowed_decisions: list[ApprovalDecision] = Field(
-        default_factory=lambda: ["allow-once", "allow-always", "deny"], min_length=1
+        default_factory=lambda: _all_decisions(), min_length=1
     )
     plugin_id: str | None = None
     """Stamped by the runtime with the requesting plugin (what a plugin writes is ignored)."""
@@ -129,9 +133,7 @@ class ExecEnvResult(Result):
     def _accept_plain_mapping(cls, data: Any) -> Any:
         # The documented return value is a plain dict[str, str]; {"env": {...}} is the
         # explicit form. A lone "env" key holding a mapping means the explicit form.
-        if isinstance(data, dict) and not (
-            set(data) == {"env"} and isinstance(data["env"], dict)
-        ):
+        if isinstance(data, dict) and not (set(data) == {"env"} and isinstance(data["env"], dict)):
             return {"env": data}
         return data
 
@@ -269,7 +271,9 @@ def resolve_exec_env(event: ExecEnvEvent, ctx: ToolContext) -> dict[str, str] | 
     reduction=Pipeline(value="message", terminal=None),
     group=GROUP,
 )
-def tool_result_persist(event: ToolResultPersistEvent, ctx: ToolContext) -> MessageReplacement | None:
+def tool_result_persist(
+    event: ToolResultPersistEvent, ctx: ToolContext
+) -> MessageReplacement | None:
     """Rewrite the assistant message built from a tool result before it is persisted.
 
     Synchronous: ``async`` handlers are warned about and ignored. Return
