@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("agentplug.dispatch")
-O = TypeVar("O", bound=HookModel)
+OutcomeT = TypeVar("OutcomeT", bound=HookModel)
 
 
 class HandlerStatus(enum.StrEnum):
@@ -92,11 +92,11 @@ class HandlerReport(BaseModel):
 
 
 @dataclass(slots=True)
-class DispatchResult(Generic[O]):
+class DispatchResult(Generic[OutcomeT]):
     """The reduced outcome of one dispatch plus the per-handler trace."""
 
     hook: str
-    outcome: O
+    outcome: OutcomeT
     records: list[tuple[Handler, HandlerStatus, float, str | None]] = field(default_factory=list)
 
     @property
@@ -129,7 +129,7 @@ class _Resume:
         while True:
             try:
                 yield pending
-            except BaseException as exc:  # noqa: BLE001 - forwarded into the coroutine
+            except BaseException as exc:  # forwarded into the coroutine
                 try:
                     pending = coro.throw(exc)
                 except StopIteration as stop:
@@ -190,9 +190,7 @@ def _describe(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}"
 
 
-async def _wait_one(
-    task: asyncio.Future[Any], handler: Handler, tracker: Tracker
-) -> Any:
+async def _wait_one(task: asyncio.Future[Any], handler: Handler, tracker: Tracker) -> Any:
     try:
         done, _ = await asyncio.wait((task,), timeout=handler.timeout_s)
     except asyncio.CancelledError:
@@ -301,6 +299,9 @@ _CoroutineType = type(_probe)
 _probe.close()
 
 
+_STOPPED = "a terminal decision stopped the chain"
+
+
 def _skip_rest(
     plan: Sequence[Handler],
     index: int,
@@ -310,7 +311,7 @@ def _skip_rest(
         if later.gate is not None:
             records.append((later, HandlerStatus.BLOCKED_BY_GATE, 0.0, later.gate))
         else:
-            records.append((later, HandlerStatus.SKIPPED, 0.0, "a terminal decision stopped the chain"))
+            records.append((later, HandlerStatus.SKIPPED, 0.0, _STOPPED))
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -95,6 +95,8 @@ def _scan(group: str) -> list[DiscoveredPlugin]:
                 version=dist.version if dist is not None else None,
             )
         )
+    # Deterministic load order whatever the filesystem lists first.
+    found.sort(key=lambda p: p.name)
     return found
 
 
