@@ -1,0 +1,108 @@
+"""The ``agentplug`` command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from agentplug_hookspecs import builtin_declarations
+
+
+def _agentplug(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(cwd) if cwd else os.environ.get("PYTHONPATH", "")}
+    return subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def test_hooks_json_lists_every_declared_hook() -> None:
+    out = _agentplug("hooks", "--json", "--builtin-only")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert [r["name"] for r in rows] == list(builtin_declarations())
+    tool = next(r for r in rows if r["name"] == "before_tool_call")
+    assert tool["kind"] == "decide" and tool["failure"] == "fail_closed"
+    assert tool["default_timeout_ms"] == 15000 and tool["firstresult"] is False
+    deactivate = next(r for r in rows if r["name"] == "deactivate")
+    assert deactivate["alias_of"] == "gateway_stop"
+
+
+def test_doctor_fails_readably_on_a_bad_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"plugins": {"entries": {"x": {"hooks": {"timeoutMs": 0}}}}}))
+    out = _agentplug("doctor", "--config", str(cfg))
+    assert out.returncode != 0
+    assert "plugins.entries.x.hooks.timeoutMs" in out.stdout + out.stderr
+
+
+def test_doctor_reports_timeouts_for_unknown_hooks(tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(
+        json.dumps({"plugins": {"entries": {"x": {"hooks": {"timeouts": {"nope_hook": 5}}}}}})
+    )
+    out = _agentplug("doctor", "--config", str(cfg))
+    assert out.returncode == 1
+    assert "plugins.entries.x.hooks.timeouts.nope_hook: unknown hook" in out.stdout
+
+
+def test_config_schema_is_json_schema_with_camel_case_keys() -> None:
+    out = _agentplug("config", "schema")
+    schema = json.loads(out.stdout)
+    assert schema["type"] == "object" and "customActions" in schema["properties"]
+
+
+def test_run_prints_one_json_object_per_step(tmp_path: Path) -> None:
+    (tmp_path / "scn_plugin.py").write_text(
+        textwrap.dedent(
+            """
+            from agentplug import hookimpl
+
+            @hookimpl(priority=10)
+            def before_tool_call(event):
+                if event.tool_name == "web_search":
+                    return {"require_approval": {"title": "Search", "description": "ok?"}}
+
+            @hookimpl
+            def message_sending(event):
+                return {"content": event.content.upper()}
+            """
+        )
+    )
+    scenario = {
+        "plugins": ["module:scn_plugin"],
+        "approvals": {"web_search": "deny"},
+        "steps": [
+            {"hook": "before_tool_call", "event": {"toolName": "web_search", "params": {}}},
+            {"hook": "message_sending", "event": {"content": "hi"}},
+        ],
+    }
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    out = _agentplug("run", str(path), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    first, second = (json.loads(line) for line in out.stdout.splitlines())
+    assert first["hook"] == "before_tool_call"
+    assert first["outcome"]["approval"]["plugin_id"] == "scn_plugin"
+    assert first["approval"] == {
+        "allowed": False,
+        "resolution": "deny",
+        "reason": "'Search' was denied by the approver",
+    }
+    assert first["handlers"][0]["status"] == "ok"
+    assert second["outcome"]["content"] == "HI"
+
+
+def test_run_names_a_missing_plugin(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"plugins": ["no-such-plugin"], "steps": []}))
+    out = _agentplug("run", str(path))
+    assert out.returncode == 2
+    assert "no-such-plugin" in out.stderr and "pip install" in out.stderr
