@@ -429,11 +429,12 @@ def classify_address(address: IPAddress) -> str | None:
     IPv4 carried inside IPv6 (mapped, compatible, NAT64, 6to4, Teredo) is extracted and
     classified too, reported as e.g. ``"ipv4-mapped ipv6 -> loopback"``.
     """
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id is not None:
+        # A zone id only picks the interface; the class is the address's own.
+        address = ipaddress.IPv6Address(address.compressed.split("%")[0])
     if address in _METADATA_ADDRESSES:
         return "metadata (cloud instance metadata endpoint)"
     if isinstance(address, ipaddress.IPv6Address):
-        if address.scope_id is not None:
-            address = ipaddress.IPv6Address(address.compressed.split("%")[0])
         # ::1 and :: sit inside ::/96 but are IPv6's own loopback/unspecified addresses.
         if address not in (ipaddress.IPv6Address("::1"), ipaddress.IPv6Address("::")):
             for kind, inner in _embedded_ipv4(address):
