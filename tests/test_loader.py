@@ -7,9 +7,27 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentplug import PluginHost
-from agentplug.loader import discover, environment_fingerprint
+from agentplug.loader import DiscoveredPlugin, discover, environment_fingerprint
 
 FakeDist = Callable[..., Path]
+
+# Only the fake distributions of these tests load: the environment may hold real plugins.
+ONLY_FAKES = {
+    "plugins": {
+        "allow": [
+            "fakeplug-good",
+            "fakeplug-broken",
+            "fakeplug-sig",
+            "fakeplug-typo",
+            "fakeplug-pinger",
+        ]
+    }
+}
+
+
+def _fakes(found: list[DiscoveredPlugin]) -> list[str]:
+    return [p.name for p in found if p.name.startswith("fakeplug-")]
+
 
 GOOD = """
 from agentplug import hookimpl
@@ -22,7 +40,7 @@ def before_tool_call(event):
 
 def test_installed_plugin_is_discovered_through_its_entry_point(fake_dist: FakeDist) -> None:
     fake_dist("fakeplug-good", "fakeplug_good", GOOD)
-    host = PluginHost()
+    host = PluginHost(ONLY_FAKES)
     loaded = host.load_installed()
     assert [r.plugin_id for r in loaded] == ["fakeplug-good"]
     assert loaded[0].bundled is False
@@ -34,7 +52,7 @@ def test_installed_plugin_is_discovered_through_its_entry_point(fake_dist: FakeD
 def test_import_error_is_isolated_and_names_the_plugin(fake_dist: FakeDist) -> None:
     fake_dist("fakeplug-good", "fakeplug_good", GOOD)
     fake_dist("fakeplug-broken", "fakeplug_broken", "import does_not_exist_anywhere\n")
-    host = PluginHost()
+    host = PluginHost(ONLY_FAKES)
     loaded = host.load_installed()
     assert [r.plugin_id for r in loaded] == ["fakeplug-good"]
     assert [e.plugin_id for e in host.load_errors] == ["fakeplug-broken"]
@@ -53,7 +71,7 @@ def test_bad_signature_is_isolated_and_names_the_plugin(fake_dist: FakeDist) -> 
             return None
         """,
     )
-    host = PluginHost()
+    host = PluginHost(ONLY_FAKES)
     assert host.load_installed() == []
     (error,) = host.load_errors
     assert error.plugin_id == "fakeplug-sig"
@@ -72,7 +90,7 @@ def test_unknown_hook_is_isolated_with_a_suggestion(fake_dist: FakeDist) -> None
             return None
         """,
     )
-    host = PluginHost()
+    host = PluginHost(ONLY_FAKES)
     host.load_installed()
     (error,) = host.load_errors
     assert error.plugin_id == "fakeplug-typo"
@@ -122,10 +140,10 @@ def test_installing_a_distribution_invalidates_the_cache(
 ) -> None:
     fake_dist("fakeplug-good", "fakeplug_good", GOOD)
     before = environment_fingerprint()
-    assert [p.name for p in discover("agentplug", cache_dir=tmp_path / "c")] == ["fakeplug-good"]
+    assert _fakes(discover("agentplug", cache_dir=tmp_path / "c")) == ["fakeplug-good"]
     fake_dist("fakeplug-late", "fakeplug_late", GOOD)
     assert environment_fingerprint() != before
-    names = [p.name for p in discover("agentplug", cache_dir=tmp_path / "c")]
+    names = _fakes(discover("agentplug", cache_dir=tmp_path / "c"))
     assert names == ["fakeplug-good", "fakeplug-late"]
 
 
@@ -135,7 +153,7 @@ def test_corrupt_cache_file_falls_back_to_a_scan(fake_dist: FakeDist, tmp_path: 
     discover("agentplug", cache_dir=cache)
     for file in cache.glob("entry-points-*.json"):
         file.write_text("{not json", encoding="utf-8")
-    assert [p.name for p in discover("agentplug", cache_dir=cache)] == ["fakeplug-good"]
+    assert _fakes(discover("agentplug", cache_dir=cache)) == ["fakeplug-good"]
 
 
 def test_third_party_hookspecs_load_from_their_entry_point(fake_dist: FakeDist) -> None:
@@ -169,7 +187,7 @@ def test_third_party_hookspecs_load_from_their_entry_point(fake_dist: FakeDist) 
             seen.append(event.text)
         """,
     )
-    host = PluginHost()
+    host = PluginHost(ONLY_FAKES)
     host.load_installed()
     assert "on_ping" in host.declarations
     asyncio.run(host.dispatch("on_ping", {"text": "hello"}))

@@ -88,6 +88,8 @@ class RuntimeSettings(_Strict):
     """Budget of handlers of hooks that declare no default of their own."""
     shutdown_timeout_ms: TimeoutMs = 5_000
     """How long shutdown waits for abandoned (timed-out) handlers."""
+    state_dir: str | None = None
+    """Folder of the durable state store (SQLite); in memory when unset."""
 
 
 class AgentplugConfig(BaseModel):

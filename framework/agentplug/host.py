@@ -46,6 +46,7 @@ from .errors import (
 )
 from .markers import HandlerOptions, check_timeout_ms, options_of
 from .reducers import Reducer, reducer_for
+from .store import StateStore, open_store
 
 if TYPE_CHECKING:
     from .sync import SyncHost
@@ -105,24 +106,31 @@ def _call_mode(argnames: tuple[str, ...]) -> int:
 
 
 def _positional_wrapper(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Adapt a handler whose parameters are not named ``event``/``ctx`` (seed style)."""
+    """Adapt a handler whose parameters are not named ``event``/``ctx`` (seed style).
+
+    Raises ``TypeError`` when the handler cannot be called with ``(event, ctx)``.
+    """
     try:
-        params = [
-            p
-            for p in inspect.signature(function).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-        ]
-        var = any(
-            p.kind is p.VAR_POSITIONAL for p in inspect.signature(function).parameters.values()
-        )
+        signature = inspect.signature(function)
     except (TypeError, ValueError):
-        params, var = [], True
-    names = tuple(p.name for p in params)
-    if names in {(), ("event",), ("event", "ctx")}:
-        return function
-    if var or len(params) >= 2:
         return lambda event, ctx: function(event, ctx)
-    if len(params) == 1:
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    has_var = any(p.kind is p.VAR_POSITIONAL for p in params)
+    if len(required) > 2 or keyword_only:
+        extra = [p.name for p in required[2:] + keyword_only]
+        raise TypeError(
+            f"handler {getattr(function, '__qualname__', function)!r} requires argument(s) "
+            f"{extra} that a hook never passes; handlers receive (event, ctx)"
+        )
+    names = tuple(p.name for p in required)
+    if names in {(), ("event",), ("event", "ctx")} and len(positional) == len(required):
+        return function
+    if has_var or len(positional) >= 2:
+        return lambda event, ctx: function(event, ctx)
+    if len(positional) == 1:
         return lambda event: function(event)
     return lambda: function()
 
@@ -170,8 +178,12 @@ class PluginApi:
                 return
             raise UnknownHookError(self.plugin_id, self._host._unknown_hook_message(hook))
         is_async = inspect.iscoroutinefunction(handler)
+        try:
+            adapted = _positional_wrapper(handler)
+        except TypeError as exc:
+            raise HookSignatureError(self.plugin_id, f"api.on({hook!r}): {exc}") from None
         self._host._register_object(
-            _OnHandler(hook, _positional_wrapper(handler)),
+            _OnHandler(hook, adapted),
             self._record,
             options=options,
             is_async=is_async,
@@ -180,6 +192,44 @@ class PluginApi:
     def add_hookspecs(self, namespace: ModuleType | type | object) -> list[str]:
         """Add hookspecs declared with ``agentplug_hookspecs.declare`` (extensions)."""
         return self._host.add_hookspecs(namespace)
+
+    def register_trusted_tool_policy(
+        self, policy_id: str, evaluate: Callable[..., Any], *, description: str = ""
+    ) -> Any:
+        """Register a trusted tool policy (runs before ordinary ``before_tool_call``).
+
+        Installed plugins must be explicitly enabled and declare ``policy_id`` in
+        ``plugins.entries.<id>.contracts.trusted_tool_policies``.
+        """
+        return self._host.trusted_policies.register(
+            self._record, policy_id, evaluate, description=description
+        )
+
+    @property
+    def session(self) -> Any:
+        """Session services: ``api.session.state`` and ``api.session.workflow``."""
+        return self._host.sessions.api_for(self._record)
+
+    def register_session_extension(self, *args: Any, **kwargs: Any) -> Any:
+        """Deprecated alias of ``api.session.state.register_session_extension``."""
+        self._deprecated(
+            "api.register_session_extension", "api.session.state.register_session_extension"
+        )
+        return self.session.state.register_session_extension(*args, **kwargs)
+
+    def enqueue_next_turn_injection(self, *args: Any, **kwargs: Any) -> Any:
+        """Deprecated alias of ``api.session.workflow.enqueue_next_turn_injection``."""
+        self._deprecated(
+            "api.enqueue_next_turn_injection", "api.session.workflow.enqueue_next_turn_injection"
+        )
+        return self.session.workflow.enqueue_next_turn_injection(*args, **kwargs)
+
+    def _deprecated(self, old: str, new: str) -> None:
+        self._host._warn_once(
+            self._record,
+            old,
+            f"plugin {self.plugin_id!r} uses deprecated {old}; use {new} instead",
+        )
 
 
 class PluginHost:
@@ -195,10 +245,15 @@ class PluginHost:
         config: AgentplugConfig | Mapping[str, Any] | None = None,
         *,
         builtin_hooks: bool = True,
+        store: StateStore | None = None,
+        state_dir: str | Path | None = None,
     ) -> None:
         self.config = (
             config if isinstance(config, AgentplugConfig) else AgentplugConfig.parse(config)
         )
+        self.store: StateStore = store or open_store(state_dir or self.config.runtime.state_dir)
+        """Durable state (grants, session extensions, injection queues)."""
+        self._services: dict[str, Any] = {}
         self._pm = _PluginManager(PROJECT_NAME)
         self._decls: dict[str, HookDecl] = {}
         self._records: dict[str, PluginRecord] = {}
@@ -236,6 +291,34 @@ class PluginHost:
 
             self._sync = SyncHost(self)
         return self._sync
+
+    def _service(self, name: str, factory: Callable[[PluginHost], Any]) -> Any:
+        service = self._services.get(name)
+        if service is None:
+            service = self._services[name] = factory(self)
+        return service
+
+    @property
+    def trusted_policies(self) -> Any:
+        """Trusted tool policies (run before ordinary ``before_tool_call`` handlers)."""
+        from .policies import TrustedToolPolicies
+
+        return self._service("trusted_policies", TrustedToolPolicies)
+
+    @property
+    def sessions(self) -> Any:
+        """Session extensions, next-turn injections and cleanup callbacks."""
+        from .sessions import SessionServices
+
+        return self._service("sessions", SessionServices)
+
+    def _warn_once(self, record: PluginRecord, key: str, message: str) -> None:
+        if (record.plugin_id, key) in self._warned:
+            return
+        self._warned.add((record.plugin_id, key))
+        record.warnings.append(message)
+        log.warning(message)
+        warnings.warn(message, DeprecationWarning, stacklevel=4)
 
     # -- the catalogue ----------------------------------------------------------------
 
