@@ -13,7 +13,7 @@ $(PY):
 	$(PIP) install --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml $(EXAMPLES)
-	$(PIP) install -e '.[test,js]'
+	$(PIP) install -e '.[test,js,otel]'
 	@for p in $(dir $(EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(STAMP)
 

@@ -6,6 +6,7 @@ import asyncio
 import difflib
 import inspect
 import logging
+import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from .errors import (
     UnknownHookError,
 )
 from .markers import HandlerOptions, check_timeout_ms, options_of
+from .observability import Observer
 from .reducers import Reducer, reducer_for
 from .store import StateStore, open_store
 
@@ -266,6 +268,8 @@ class PluginHost:
         self._seq = 0
         self._warned: set[tuple[str, str]] = set()
         self._sync: SyncHost | None = None
+        self.observer = Observer()
+        """Structured logs (logger ``agentplug.trace``) and optional tracing."""
         self.tracker = Tracker()
         """Handlers that timed out and still run (see :meth:`aclose`)."""
         self.load_errors: list[PluginLoadError] = []
@@ -714,6 +718,12 @@ class PluginHost:
     ) -> DispatchResult[Any]:
         """Run every handler of ``hook`` with the hook's rules; return the outcome."""
         decl, ev, cx = self._prepare(hook, event, ctx)
+        observer = self.observer
+        if observer.active:
+            return await self._observed_dispatch(decl, ev, observer.fill_context(cx))
+        return await self._dispatch(decl, ev, cx)
+
+    async def _dispatch(self, decl: HookDecl, ev: Event, cx: Context) -> DispatchResult[Any]:
         name = decl.name
         plan = self._plans.get(name) or self._build_plan(name)
         if decl.kind is HookKind.OBSERVE:
@@ -725,6 +735,18 @@ class PluginHost:
         else:
             records = await run_sequential(decl, plan, reducer, cx, self.tracker)
         return DispatchResult(name, reducer.finish(), records)
+
+    async def _observed_dispatch(
+        self, decl: HookDecl, ev: Event, cx: Context
+    ) -> DispatchResult[Any]:
+        started = time.perf_counter_ns()
+        result = await self._dispatch(decl, ev, cx)
+        self.observer.record(decl, result, started, time.perf_counter_ns())
+        return result
+
+    def enable_tracing(self, tracer: Any = None) -> None:
+        """Emit OpenTelemetry spans per dispatch and per handler (needs ``[otel]``)."""
+        self.observer.enable_tracing(tracer)
 
     def call_sync(
         self,
