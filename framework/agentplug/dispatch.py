@@ -185,6 +185,13 @@ class _Timeout(Exception):
     pass
 
 
+def _cancelled_from_outside() -> bool:
+    """Whether the dispatching task itself is being cancelled (as opposed to a handler's
+    own ``CancelledError``, which is a failed handler like any other exception)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _describe(exc: BaseException) -> str:
     # Exception *types* only: messages may carry secrets or confidential reasons.
     return f"raised {type(exc).__name__}"
@@ -247,8 +254,11 @@ async def run_sequential(
             except _Timeout:
                 error = f"timed out after {(handler.timeout_s or 0) * 1000:.0f} ms"
                 status = HandlerStatus.TIMEOUT
-            except asyncio.CancelledError:
-                raise
+            except asyncio.CancelledError as exc:
+                if _cancelled_from_outside():
+                    raise
+                error = _describe(exc)  # the handler's own cancellation: a failure
+                status = HandlerStatus.ERROR
             except Exception as exc:
                 error = _describe(exc)
                 status = HandlerStatus.ERROR
@@ -355,7 +365,7 @@ async def run_concurrent(
                         slots.append((handler, HandlerStatus.OK, clock() - started, None))
                         continue
                     fut = loop.create_task(_finish(value, first))
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:
                 slots.append((handler, HandlerStatus.ERROR, clock() - started, _describe(exc)))
                 log.warning(
                     "hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, _describe(exc)
@@ -383,7 +393,7 @@ async def run_concurrent(
             slot, handler, started, deadline = waiting[fut]
             if fut in done:
                 del waiting[fut]
-                failure = fut.exception()
+                failure = asyncio.CancelledError() if fut.cancelled() else fut.exception()
                 if failure is None:
                     slots[slot] = (handler, HandlerStatus.OK, clock() - started, None)
                 else:

@@ -28,7 +28,12 @@ from agentplug_hookspecs import (
 )
 from agentplug_hookspecs.agent import AgentFinalizeOutcome, AgentFinalizeResult, AgentRunOutcome
 from agentplug_hookspecs.common import ObserveOutcome
-from agentplug_hookspecs.tools import DroppedEnvKey, ExecEnvOutcome, ToolCallOutcome
+from agentplug_hookspecs.tools import (
+    DroppedEnvKey,
+    ExecEnvOutcome,
+    ToolCallEvent,
+    ToolCallOutcome,
+)
 
 from .execenv import filter_exec_env
 
@@ -236,9 +241,11 @@ class PipelineReducer(Reducer):
             return True
         value = getattr(result, self.spec.value, None)
         if value is not None:
-            self.value = value
             self.changed_by.append(plugin_id)
             self.event = self.event.replace(**{self.spec.value: value})
+            # Keep the event's frozen copy, not the plugin's object: the outcome is then
+            # exactly what later handlers saw, whatever the plugin does with its own.
+            self.value = getattr(self.event, self.spec.value)
         return False
 
     def finish(self) -> HookModel:
@@ -320,8 +327,9 @@ class ToolCallReducer(Reducer):
         # Once an approval was requested the parameters are frozen: the person deciding
         # must approve exactly what will run.
         if params is not None and self.approval is None:
-            self.params = params
-            self.event = self.event.replace(params=params)
+            rewritten: ToolCallEvent = self.event.replace(params=params)
+            self.event = rewritten
+            self.params = rewritten.params  # the frozen copy later handlers see
         request = getattr(result, "require_approval", None)
         if request is not None and self.approval is None:
             # The runtime, not the plugin, says who asked.

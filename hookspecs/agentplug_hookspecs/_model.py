@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -92,6 +92,25 @@ def thaw(value: Any) -> Any:
     return value
 
 
+def _freeze_held(model: BaseModel) -> None:
+    """Deep-freeze, in ``model``'s own storage, every container it holds (extras included).
+
+    Typed JSON fields are frozen by their validators; this also covers fields typed
+    ``Any`` or ``list[...]``, extra host fields and nested models, which every handler
+    shares with the host just the same.
+    """
+    for store in (model.__dict__, model.__pydantic_extra__ or {}):
+        for key, value in store.items():
+            if isinstance(value, HookModel):  # the contract's own models only
+                _freeze_held(value)
+            elif isinstance(value, tuple):
+                store[key] = tuple(deep_freeze(v) for v in value)
+            elif isinstance(value, Mapping | list) and not isinstance(
+                value, FrozenDict | FrozenList
+            ):
+                store[key] = deep_freeze(value)
+
+
 JsonMap = Annotated[dict[str, Any], AfterValidator(deep_freeze)]
 """A JSON object field that is deep-frozen on validation."""
 
@@ -143,6 +162,11 @@ class Event(HookModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
+    @model_validator(mode="after")
+    def _freeze_containers(self) -> Self:
+        _freeze_held(self)
+        return self
+
     @property
     def context(self) -> HandlerContext:
         """The per-handler context (``event.context.plugin_config``, HOOKS.md §2.5).
@@ -164,9 +188,18 @@ class Context(HookModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
+    @model_validator(mode="after")
+    def _freeze_containers(self) -> Self:
+        _freeze_held(self)
+        return self
+
 
 class Result(HookModel):
-    """Base of handler results. Unknown keys make a result *invalid* (wrong shape)."""
+    """Base of handler results. Unknown keys make a result *invalid* (wrong shape).
+
+    Decision flags (``block``, ``cancel``, ``handled``) are strict booleans: ``"false"``
+    or ``0`` is a wrong shape (a failed handler), never coerced into a decision.
+    """
 
     model_config = ConfigDict(extra="forbid")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field
+
 from ._model import Context, HookModel, JsonMap, Result
 
 __all__ = [
@@ -72,7 +74,7 @@ class ObserveOutcome(HookModel):
 class ClaimResult(Result):
     """A claim: ``handled: true`` takes the event; a synthetic ``reply`` may come with it."""
 
-    handled: bool = False
+    handled: bool = Field(default=False, strict=True)
     reply: Any = None
     metadata: JsonMap | None = None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from ._model import Context, Event, HookModel, JsonMap, Result
 from ._semantics import (
@@ -55,6 +55,8 @@ class CronReconciledEvent(Event):
 class CronJobState(HookModel):
     """Runtime state of a cron job snapshot."""
 
+    model_config = ConfigDict(frozen=True)
+
     next_run_at_ms: int | None = None
     last_run_status: str | None = None
     last_error: str | None = None
@@ -62,6 +64,8 @@ class CronJobState(HookModel):
 
 class CronJob(HookModel):
     """A cron job snapshot."""
+
+    model_config = ConfigDict(frozen=True)
 
     id: str
     enabled: bool = True
@@ -87,6 +91,8 @@ class InstallContext(Context):
 
 class BuiltinScan(HookModel):
     """Kept for compatibility; the runtime runs no built-in scan, so it is empty ``ok``."""
+
+    model_config = ConfigDict(frozen=True)
 
     status: Literal["ok"] = "ok"
     findings: list[dict[str, Any]] = Field(default_factory=list)
@@ -117,7 +123,7 @@ class InstallResult(Result):
     """Extra findings, or ``{"block": true, "block_reason": ...}``."""
 
     findings: list[InstallFinding] = Field(default_factory=list)
-    block: bool | None = None
+    block: bool | None = Field(default=None, strict=True)
     block_reason: str | None = None
 
 

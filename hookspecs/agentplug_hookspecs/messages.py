@@ -69,7 +69,7 @@ class MessageSendingResult(Result):
     """Rewritten ``content``, or ``{cancel: true, cancel_reason?, metadata?}``."""
 
     content: str | None = None
-    cancel: bool | None = None
+    cancel: bool | None = Field(default=None, strict=True)
     cancel_reason: str | None = None
     metadata: dict[str, Any] | None = None
 
@@ -103,7 +103,9 @@ class MessageSendingOutcome(HookModel):
 class ReplyPayload(HookModel):
     """A normalised reply payload (text, presentation, delivery, media refs)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # Instances are revalidated too: a handler returning ``payload.model_copy(update=...)``
+    # or a ``model_construct``-ed payload must not smuggle a trust marker past the strip.
+    model_config = ConfigDict(extra="allow", frozen=True, revalidate_instances="always")
 
     text: str | None = None
     presentation: JsonMap | None = None
@@ -133,7 +135,7 @@ class ReplyPayloadResult(Result):
     """A modified payload, or ``{"cancel": true}``. A bare payload object is accepted."""
 
     payload: ReplyPayload | None = None
-    cancel: bool | None = None
+    cancel: bool | None = Field(default=None, strict=True)
     cancel_reason: str | None = None
 
     @model_validator(mode="before")

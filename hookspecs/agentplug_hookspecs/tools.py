@@ -82,7 +82,7 @@ class ToolCallResult(Result):
     """Rewrite parameters, block, or require approval."""
 
     params: dict[str, Any] | None = None
-    block: bool | None = None
+    block: bool | None = Field(default=None, strict=True)
     block_reason: str | None = None
     require_approval: ApprovalRequest | None = None
 
@@ -187,7 +187,7 @@ class MessageWriteResult(Result):
     """A replacement message, or ``{"block": true}`` to drop the write."""
 
     message: dict[str, Any] | None = None
-    block: bool | None = None
+    block: bool | None = Field(default=None, strict=True)
     block_reason: str | None = None
 
 
