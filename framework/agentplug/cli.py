@@ -80,7 +80,7 @@ def _plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
     rows = []
     for record in host.plugins:
         hooks = []
-        for hook in record.hooks:
+        for hook in record.hooks + record.refused_hooks:
             decl = host.declarations[hook]
             target = (
                 decl.deprecation.alias_of

@@ -76,6 +76,8 @@ class PluginRecord(BaseModel):
     version: str | None = None
     source: str | None = None
     hooks: list[str] = Field(default_factory=list)
+    refused_hooks: list[str] = Field(default_factory=list)
+    """Hooks refused by a gate (conversation access, prompt injection)."""
     warnings: list[str] = Field(default_factory=list)
     error: str | None = None
 
@@ -551,8 +553,12 @@ class PluginHost:
 
     def _note_hook(self, record: PluginRecord, hook: str) -> None:
         decl = self._decls[hook]
-        if hook not in record.hooks:
-            record.hooks.append(hook)
+        gate = self._gate(decl, record.plugin_id)
+        # A gated hook is refused: it is listed apart and its handlers only appear in
+        # dispatch traces as ``blocked-by-gate`` (never run).
+        listed = record.refused_hooks if gate is not None else record.hooks
+        if hook not in listed:
+            listed.append(hook)
         if decl.deprecation is not None and (record.plugin_id, hook) not in self._warned:
             self._warned.add((record.plugin_id, hook))
             message = (
@@ -562,7 +568,6 @@ class PluginHost:
             record.warnings.append(message)
             log.warning(message)
             warnings.warn(message, DeprecationWarning, stacklevel=4)
-        gate = self._gate(decl, record.plugin_id)
         if gate is not None and (record.plugin_id, "gate:" + hook) not in self._warned:
             self._warned.add((record.plugin_id, "gate:" + hook))
             record.warnings.append(gate)
@@ -615,13 +620,14 @@ class PluginHost:
         return None
 
     def _timeout(
-        self, decl: HookDecl, hook: str, plugin_id: str, options: HandlerOptions
+        self, decl: HookDecl, canonical: str, plugin_id: str, options: HandlerOptions
     ) -> tuple[float | None, str]:
         if decl.kind is HookKind.SYNC:
             return None, "sync hook (no timeout)"
         settings = self.config.entry(plugin_id).hooks
         base = f"plugins.entries.{plugin_id}.hooks"
-        for name in dict.fromkeys((hook, decl.name)):
+        # A deprecated alias (``deactivate``) honours its own key and its target's.
+        for name in dict.fromkeys((decl.name, canonical)):
             if name in settings.timeouts:
                 return settings.timeouts[name] / 1000, f"{base}.timeouts.{name}"
         if settings.timeout_ms is not None:
@@ -655,7 +661,7 @@ class PluginHost:
             for impl in caller.get_hookimpls():
                 owner = self._owners[impl.plugin_name]
                 options = owner.options or options_of(impl.function)
-                timeout_s, timeout_source = self._timeout(own_decl, name, owner.plugin_id, options)
+                timeout_s, timeout_source = self._timeout(own_decl, hook, owner.plugin_id, options)
                 is_async = (
                     owner.is_async
                     if owner.is_async is not None

@@ -1100,12 +1100,6 @@ def test_conversation_gate_explicit_false_refuses_bundled_plugin(
     assert any("core" in m and hook in m for m in _gate_warnings(agentplug_logs))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="host.py _note_hook: a gated (refused) hook is still appended to "
-    "PluginRecord.hooks and kept in the plan (it only shows up as blocked-by-gate at "
-    "dispatch), so the record claims a registration HOOKS.md §2.7 says was refused",
-)
 def test_conversation_gate_refused_hook_is_not_listed_as_registered() -> None:
     host = make_host()
     record = host.register(
@@ -1117,6 +1111,7 @@ def test_conversation_gate_refused_hook_is_not_listed_as_registered() -> None:
         bundled=False,
     )
     assert record.hooks == ["before_tool_call"]
+    assert record.refused_hooks == ["llm_input"]
 
 
 def test_conversation_gate_covers_exactly_the_raw_conversation_hooks() -> None:
