@@ -197,22 +197,155 @@ def _describe(exc: BaseException) -> str:
     return f"raised {type(exc).__name__}"
 
 
-async def _wait_one(task: asyncio.Future[Any], handler: Handler, tracker: Tracker) -> Any:
-    try:
-        done, _ = await asyncio.wait((task,), timeout=handler.timeout_s)
-    except asyncio.CancelledError:
-        tracker.track(task, f"{handler.plugin_id}:{handler.hook}")
-        raise
-    if not done:
-        tracker.track(task, f"{handler.plugin_id}:{handler.hook}")
-        raise _Timeout
-    return task.result()
-
-
 def _start_thread(handler: Handler, event: Event, ctx: Context) -> asyncio.Future[Any]:
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     return loop.run_in_executor(None, context.run, handler.call, event, ctx)
+
+
+_OK = HandlerStatus.OK
+_ERROR = HandlerStatus.ERROR
+_TIMEOUT = HandlerStatus.TIMEOUT
+_GATED = HandlerStatus.BLOCKED_BY_GATE
+
+
+class _SequentialRun:
+    """State of one sequential dispatch.
+
+    The handlers run inside :meth:`chain`, a coroutine the dispatcher drives with one
+    ``send(None)``: when every handler finishes without suspending, the whole chain
+    completes in that single step (one ``StopIteration`` per dispatch, no task, no
+    timer). When a handler suspends, the dispatcher takes over: the chain continues in a
+    task that finishes right after that handler, awaited with the handler's budget. On a
+    timeout the chain is abandoned (``generation`` moves on, so whatever the stuck
+    handler returns later is ignored) and a fresh chain starts at the next handler.
+    """
+
+    __slots__ = (
+        "ctx",
+        "decl",
+        "fail_closed",
+        "generation",
+        "index",
+        "plan",
+        "records",
+        "reducer",
+        "result_model",
+        "slow",
+        "started",
+        "timing",
+    )
+
+    def __init__(
+        self, decl: HookDecl, plan: Sequence[Handler], reducer: Reducer, ctx: Context, timing: bool
+    ) -> None:
+        self.decl = decl
+        self.plan = plan
+        self.reducer = reducer
+        self.ctx = ctx
+        self.records: list[tuple[Handler, HandlerStatus, float, str | None]] = []
+        self.timing = timing
+        self.index = 0
+        self.generation = 0
+        self.slow = False
+        self.started = 0.0
+        self.result_model = decl.result
+        self.fail_closed = decl.failure is FailurePolicy.FAIL_CLOSED
+
+    async def chain(self, start: int, gen: int) -> int:
+        """Run handlers from ``start``; return where the dispatcher continues."""
+        plan = self.plan
+        n = len(plan)
+        append = self.records.append
+        reducer = self.reducer
+        ctx = self.ctx
+        bind = _HANDLER_CONTEXT.set
+        timing = self.timing
+        clock = time.perf_counter
+        for i in range(start, n):
+            h = plan[i]
+            if h.gate is not None:
+                append((h, _GATED, 0.0, h.gate))
+                continue
+            self.index = i
+            bind(h.context)
+            if timing:
+                self.started = clock()
+            try:
+                if h.thread:
+                    value = await _start_thread(h, reducer.event, ctx)
+                else:
+                    if h.call_mode == 2:
+                        value = h.function(reducer.event, ctx)
+                    else:
+                        value = h.call(reducer.event, ctx)
+                    if value is not None and (
+                        type(value) is _CoroutineType or asyncio.iscoroutine(value)
+                    ):
+                        value = await value
+            except asyncio.CancelledError as exc:
+                if gen != self.generation:
+                    return -1
+                if _cancelled_from_outside():
+                    raise
+                if self.fail(i, _ERROR, _describe(exc)):
+                    return n
+                if self.slow:
+                    return i + 1
+                continue
+            except Exception as exc:
+                if gen != self.generation:
+                    return -1
+                if self.fail(i, _ERROR, _describe(exc)):
+                    return n
+                if self.slow:
+                    return i + 1
+                continue
+            if gen != self.generation:
+                return -1  # abandoned after a timeout: a late result changes nothing
+            if value is None:
+                append((h, _OK, clock() - self.started if timing else 0.0, None))
+            elif self.settle(i, value):
+                return n
+            if self.slow:
+                return i + 1
+        return n
+
+    def settle(self, i: int, value: Any) -> bool:
+        """Validate and fold in a non-None result; ``True`` when the chain stops."""
+        h = self.plan[i]
+        model = self.result_model
+        if model is not None and type(value) is not model:
+            try:
+                value = model.model_validate(value)
+            except ValidationError as exc:
+                return self.fail(
+                    i, _ERROR, f"invalid result for {self.decl.name}: {_first_error(exc)}"
+                )
+        stop = self.reducer.apply(value, h.plugin_id)
+        duration = time.perf_counter() - self.started if self.timing else 0.0
+        self.records.append((h, _OK, duration, None))
+        if stop:
+            _skip_rest(self.plan, i, self.records)
+        return stop
+
+    def fail(self, i: int, status: HandlerStatus, error: str) -> bool:
+        """Record a failed handler and apply the policy; ``True`` when the chain stops."""
+        h = self.plan[i]
+        duration = time.perf_counter() - self.started if self.timing else 0.0
+        self.records.append((h, status, duration, error))
+        log.warning(
+            "hook %s: plugin %s failed (%s); policy %s",
+            self.decl.name,
+            h.plugin_id,
+            error,
+            self.decl.failure.value,
+        )
+        if not self.fail_closed:
+            return False
+        self.reducer.fail_closed(h.plugin_id, f"plugin {h.plugin_id!r} failed: {error}")
+        _skip_rest(self.plan, i, self.records)
+        return True
 
 
 async def run_sequential(
@@ -221,83 +354,49 @@ async def run_sequential(
     reducer: Reducer,
     ctx: Context,
     tracker: Tracker,
+    timing: bool = False,
 ) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
-    """Run ``plan`` one handler after another, folding results into ``reducer``."""
-    records: list[tuple[Handler, HandlerStatus, float, str | None]] = []
-    result_model = decl.result
-    fail_closed = decl.failure is FailurePolicy.FAIL_CLOSED
-    clock = time.perf_counter
+    """Run ``plan`` one handler after another, folding results into ``reducer``.
+
+    ``timing`` measures each handler's duration (reports show 0.0 otherwise).
+    """
+    run = _SequentialRun(decl, plan, reducer, ctx, timing)
+    n = len(plan)
     var = _HANDLER_CONTEXT
     token = var.set(var.get())
     try:
-        for index, handler in enumerate(plan):
-            if handler.gate is not None:
-                records.append((handler, HandlerStatus.BLOCKED_BY_GATE, 0.0, handler.gate))
-                continue
-            var.set(handler.context)
-            started = clock()
+        start = 0
+        while start < n:
+            chain = run.chain(start, run.generation)
             try:
-                if handler.thread:
-                    value = await _wait_one(
-                        _start_thread(handler, reducer.event, ctx), handler, tracker
-                    )
-                else:
-                    value = handler.call(reducer.event, ctx)
-                    if type(value) is _CoroutineType or asyncio.iscoroutine(value):
-                        try:
-                            first = value.send(None)
-                        except StopIteration as finished:
-                            value = finished.value
-                        else:
-                            task = asyncio.get_running_loop().create_task(_finish(value, first))
-                            value = await _wait_one(task, handler, tracker)
-            except _Timeout:
-                error = f"timed out after {(handler.timeout_s or 0) * 1000:.0f} ms"
-                status = HandlerStatus.TIMEOUT
-            except asyncio.CancelledError as exc:
-                if _cancelled_from_outside():
-                    raise
-                error = _describe(exc)  # the handler's own cancellation: a failure
-                status = HandlerStatus.ERROR
-            except Exception as exc:
-                error = _describe(exc)
-                status = HandlerStatus.ERROR
-            else:
-                if value is None:
-                    records.append((handler, HandlerStatus.OK, clock() - started, None))
-                    continue
-                if result_model is not None and type(value) is not result_model:
-                    try:
-                        value = result_model.model_validate(value)
-                    except ValidationError as exc:
-                        error = f"invalid result for {decl.name}: {_first_error(exc)}"
-                        status = HandlerStatus.ERROR
-                        value = None
-                if value is not None:
-                    stop = reducer.apply(value, handler.plugin_id)
-                    records.append((handler, HandlerStatus.OK, clock() - started, None))
-                    if stop:
-                        _skip_rest(plan, index, records)
-                        break
-                    continue
-            # The handler failed (raised, timed out or returned a wrong shape).
-            records.append((handler, status, clock() - started, error))
-            log.warning(
-                "hook %s: plugin %s failed (%s); policy %s",
-                decl.name,
-                handler.plugin_id,
-                error,
-                decl.failure.value,
-            )
-            if fail_closed:
-                reducer.fail_closed(
-                    handler.plugin_id, f"plugin {handler.plugin_id!r} failed: {error}"
-                )
-                _skip_rest(plan, index, records)
+                first = chain.send(None)
+            except StopIteration as done:
+                start = done.value
+                continue
+            # A handler suspended: give the rest of its chain a task and a deadline.
+            i = run.index
+            handler = plan[i]
+            run.slow = True
+            task = asyncio.get_running_loop().create_task(_finish(chain, first))
+            label = f"{handler.plugin_id}:{handler.hook}"
+            try:
+                finished, _ = await asyncio.wait((task,), timeout=handler.timeout_s)
+            except asyncio.CancelledError:
+                run.generation += 1
+                tracker.track(task, label)
+                raise
+            run.slow = False
+            if finished:
+                start = task.result()
+                continue
+            run.generation += 1
+            tracker.track(task, label)
+            if run.fail(i, _TIMEOUT, f"timed out after {(handler.timeout_s or 0) * 1000:.0f} ms"):
                 break
+            start = i + 1
     finally:
         var.reset(token)
-    return records
+    return run.records
 
 
 async def _coro_type_probe() -> None:
@@ -356,7 +455,9 @@ async def run_concurrent(
                     fut: asyncio.Future[Any] = _start_thread(handler, event, ctx)
                 else:
                     value = handler.call(event, ctx)
-                    if not asyncio.iscoroutine(value):
+                    if value is None or not (
+                        type(value) is _CoroutineType or asyncio.iscoroutine(value)
+                    ):
                         slots.append((handler, HandlerStatus.OK, clock() - started, None))
                         continue
                     try:

@@ -270,6 +270,8 @@ class PluginHost:
         self._seq = 0
         self._warned: set[tuple[str, str]] = set()
         self._sync: SyncHost | None = None
+        self.timings = False
+        """Measure each handler's duration (on when observing; ``agentplug run`` sets it)."""
         self.observer = Observer()
         """Structured logs (logger ``agentplug.trace``) and optional tracing."""
         self.tracker = Tracker()
@@ -726,29 +728,27 @@ class PluginHost:
         decl, ev, cx = self._prepare(hook, event, ctx)
         observer = self.observer
         if observer.active:
-            return await self._observed_dispatch(decl, ev, observer.fill_context(cx))
-        return await self._dispatch(decl, ev, cx)
+            started = time.perf_counter_ns()
+            result = await self._dispatch(decl, ev, observer.fill_context(cx), True)
+            observer.record(decl, result, started, time.perf_counter_ns())
+            return result
+        return await self._dispatch(decl, ev, cx, self.timings)
 
-    async def _dispatch(self, decl: HookDecl, ev: Event, cx: Context) -> DispatchResult[Any]:
+    async def _dispatch(
+        self, decl: HookDecl, ev: Event, cx: Context, timing: bool
+    ) -> DispatchResult[Any]:
         name = decl.name
         plan = self._plans.get(name) or self._build_plan(name)
-        if decl.kind is HookKind.OBSERVE:
+        kind = decl.kind
+        if kind is HookKind.OBSERVE:
             records = await run_concurrent(decl, plan, ev, cx, self.tracker)
             return DispatchResult(name, _OBSERVED, records)
         reducer = self._reducers[name](decl, ev)
-        if decl.kind is HookKind.SYNC:
+        if kind is HookKind.SYNC:
             records = run_sync(decl, plan, reducer, cx)
         else:
-            records = await run_sequential(decl, plan, reducer, cx, self.tracker)
+            records = await run_sequential(decl, plan, reducer, cx, self.tracker, timing)
         return DispatchResult(name, reducer.finish(), records)
-
-    async def _observed_dispatch(
-        self, decl: HookDecl, ev: Event, cx: Context
-    ) -> DispatchResult[Any]:
-        started = time.perf_counter_ns()
-        result = await self._dispatch(decl, ev, cx)
-        self.observer.record(decl, result, started, time.perf_counter_ns())
-        return result
 
     def enable_tracing(self, tracer: Any = None) -> None:
         """Emit OpenTelemetry spans per dispatch and per handler (needs ``[otel]``)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from agentplug_hookspecs import (
     Claim,
@@ -38,6 +38,21 @@ from agentplug_hookspecs.tools import (
 from .execenv import filter_exec_env
 
 __all__ = ["Reducer", "reducer_for"]
+
+
+_new = object.__new__
+_set = object.__setattr__
+M = TypeVar("M", bound=HookModel)
+
+
+def _assemble(cls: type[M], values: dict[str, Any]) -> M:
+    """Build an outcome from already-validated values (``values`` holds every field)."""
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", set(values))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
 
 
 class Reducer:
@@ -340,12 +355,18 @@ class ToolCallReducer(Reducer):
         self.blocked, self.by, self.reason = True, plugin_id, reason
 
     def finish(self) -> HookModel:
-        return ToolCallOutcome(
-            params=thaw(self.params),
-            blocked=self.blocked,
-            block_reason=self.reason,
-            blocked_by=self.by,
-            approval=self.approval,
+        # Every value here comes from validated models, so the outcome is assembled
+        # without a second validation (the hot path of every tool call). ``params`` is
+        # the read-only copy the last handler saw; ``thaw()`` gives a mutable one.
+        return _assemble(
+            ToolCallOutcome,
+            {
+                "params": self.params,
+                "blocked": self.blocked,
+                "block_reason": self.reason,
+                "blocked_by": self.by,
+                "approval": self.approval,
+            },
         )
 
 

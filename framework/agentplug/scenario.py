@@ -150,6 +150,7 @@ def _resolver(approvals: dict[str, Any] | list[str] | None) -> ScriptedResolver 
 async def run_scenario(scenario: Scenario, host: PluginHost | None = None) -> list[StepReport]:
     """Replay every step; approvals are resolved with the scripted decisions."""
     host = host or build_host(scenario)
+    host.timings = True
     broker = ApprovalBroker(_resolver(scenario.approvals))
     reports: list[StepReport] = []
     try:

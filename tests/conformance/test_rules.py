@@ -30,6 +30,7 @@ from agentplug_hookspecs import (
     HookKind,
     builtin_declarations,
     declare,
+    thaw,
 )
 from agentplug_hookspecs.agent import ContextResult
 from agentplug_hookspecs.tools import ToolCallEvent
@@ -1029,8 +1030,13 @@ def test_isolation_returned_result_is_the_only_channel() -> None:
 
     assert seen == [{"command": "ls -a"}]
     assert result.outcome.params == {"command": "ls -a"}
-    # The outcome is the host's to use: a plain, mutable copy.
-    result.outcome.params["command"] = "changed"
+    # The outcome holds exactly what the handlers saw, read-only (what an approver
+    # approved cannot drift); thaw() gives the host a mutable copy.
+    with pytest.raises(TypeError):
+        result.outcome.params["command"] = "changed"
+    mutable = thaw(result.outcome.params)
+    mutable["command"] = "changed"
+    assert result.outcome.params == {"command": "ls -a"}
 
 
 # -- 7. Conversation access ----------------------------------------------------------
