@@ -41,9 +41,9 @@ _SUMMARY = "List and test the custom actions (customActions) of a config file."
 DEFAULT_CONFIG = "agentplug.json"
 """Config file looked up in the current directory when ``--config`` is not given."""
 
-EXIT_OK = 0
-EXIT_NOT_OK = 1
-EXIT_USAGE = 2
+_EXIT_OK = 0
+_EXIT_NOT_OK = 1
+_EXIT_USAGE = 2
 
 
 def add_actions_commands(subparsers: Any) -> None:
@@ -99,12 +99,12 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
-    return EXIT_USAGE
+    return _EXIT_USAGE
 
 
 def _error(text: str) -> int:
     print(f"agentplug actions: error: {text}", file=sys.stderr)
-    return EXIT_USAGE
+    return _EXIT_USAGE
 
 
 def _config_path(value: str | None) -> Path:
@@ -146,10 +146,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             ],
         }
         print(json.dumps(payload, indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return _EXIT_OK
     if not definitions:
         print(f"no custom actions in {path}")
-        return EXIT_OK
+        return _EXIT_OK
     for defn in definitions:
         state = "" if defn.enabled else " [disabled]"
         print(f"{defn.name} (id {defn.id}, {defn.handler.type}){state}")
@@ -157,7 +157,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for param in defn.parameters:
             need = "required" if param.required else "optional"
             print(f"    - {param.name} ({need}): {param.description}")
-    return EXIT_OK
+    return _EXIT_OK
 
 
 def _find(definitions: Sequence[CustomActionDef], wanted: str) -> CustomActionDef | None:
@@ -208,7 +208,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     else:
         print(f"{'ok' if output.ok else 'FAILED'}: {defn.name}")
         print(output.output)
-    return EXIT_OK if output.ok else EXIT_NOT_OK
+    return _EXIT_OK if output.ok else _EXIT_NOT_OK
 
 
 def run_actions_cli(argv: Sequence[str] | None = None) -> int:

@@ -27,12 +27,13 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping,
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
 
 from agentplug.actions.handler_output import HandlerOutput
-from agentplug.actions.http_handler import HttpHandlerDef
+from agentplug.actions.http_handler import HttpHandlerDef, run_http_handler
 from agentplug.actions.model import (
     Action,
     ActionDefinitionError,
@@ -44,7 +45,17 @@ from agentplug.actions.model import (
     State,
 )
 from agentplug.actions.registry import normalize_action_name
-from agentplug.security.ssrf import SSRFPolicy
+from agentplug.actions.shell_handler import ShellHandlerDef, run_shell_handler
+from agentplug.actions.terminal import LocalTerminalService, TerminalService
+from agentplug.sandbox import (
+    CodeHandlerDef,
+    CodeSandbox,
+    FetchCallable,
+    FetchRequest,
+    FetchResponse,
+    run_code_handler,
+)
+from agentplug.security.ssrf import FetchError, SSRFPolicy, guarded_fetch
 
 __all__ = [
     "CodeBackend",
@@ -64,6 +75,7 @@ __all__ = [
     "bind_runtime",
     "build_test_handler",
     "def_to_action",
+    "guarded_fetch_for_code",
     "load_custom_actions",
     "read_custom_action_defs",
     "register_custom_action_live",
@@ -76,25 +88,6 @@ CONFIG_KEY = "customActions"
 
 TestOutput: TypeAlias = HandlerOutput
 """What a test handler returns: ``{ok: bool, output: str}``."""
-
-
-class ShellHandlerDef(BaseModel):
-    """``{type: "shell", command}``; ``{{param}}`` values are shell-escaped when substituted."""
-
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-    type: Literal["shell"] = "shell"
-    command: str = Field(min_length=1)
-
-
-class CodeHandlerDef(BaseModel):
-    """``{type: "code", code, language?}``: inline code run in the isolated sandbox."""
-
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-    type: Literal["code"] = "code"
-    code: str = Field(min_length=1)
-    language: Literal["python", "javascript"] | None = None
 
 
 CustomActionHandlerDef: TypeAlias = Annotated[
@@ -113,11 +106,6 @@ class CustomActionParameter(BaseModel):
     required: bool = False
 
 
-def _to_camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
 class CustomActionDef(BaseModel):
     """One entry of ``customActions``, in the seed's JSON shape (camelCase keys).
 
@@ -126,7 +114,7 @@ class CustomActionDef(BaseModel):
     """
 
     model_config = ConfigDict(
-        alias_generator=_to_camel, populate_by_name=True, serialize_by_alias=True, extra="ignore"
+        alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True, extra="ignore"
     )
 
     id: str = Field(min_length=1)
@@ -211,75 +199,66 @@ class CustomActionServices:
         ssrf_policy: SSRFPolicy | None = None,
         shell_cwd: str | os.PathLike[str] | None = None,
         shell_timeout_s: float = 30.0,
-        terminal: Any = None,
-        sandbox: Any = None,
+        terminal: TerminalService | None = None,
+        sandbox: CodeSandbox | None = None,
     ) -> CustomActionServices:
         """The real back-ends.
 
         ``http`` goes through the SSRF guard with ``ssrf_policy`` (default policy: internal
-        addresses blocked). ``shell`` runs in a local terminal service rooted at ``shell_cwd``
-        (default: the current directory) unless ``terminal`` replaces it, with
-        ``shell_timeout_s``. ``code`` runs in ``sandbox`` (default: a fresh
-        :class:`agentplug.sandbox.CodeSandbox`) and its ``fetch`` uses the same SSRF policy.
-        Back-end modules are imported on first use, so loading definitions stays cheap.
+        addresses blocked). ``shell`` runs through ``terminal`` (default: a
+        :class:`~agentplug.actions.terminal.LocalTerminalService` rooted at ``shell_cwd``,
+        itself defaulting to the current directory) with ``shell_timeout_s``. ``code`` runs in
+        ``sandbox`` (default: a fresh :class:`~agentplug.sandbox.CodeSandbox` per run, closed
+        afterwards; pass a long-lived one to reuse warm workers) and its ``fetch`` goes
+        through the same SSRF policy.
         """
         policy = ssrf_policy or SSRFPolicy()
         cwd = Path(shell_cwd) if shell_cwd is not None else Path.cwd()
+        fetch = guarded_fetch_for_code(policy)
 
         async def http(
             defn: HttpHandlerDef, params: Mapping[str, str], declared: Collection[str]
         ) -> HandlerOutput:
-            from agentplug.actions.http_handler import run_http_handler
-
             return await run_http_handler(defn, params, declared, policy=policy)
 
         async def shell(
             defn: ShellHandlerDef, params: Mapping[str, str], declared: Collection[str]
         ) -> HandlerOutput:
-            from agentplug.actions.shell_handler import (  # type: ignore[import-not-found]
-                run_shell_handler,
-            )
-
-            service = terminal
-            if service is None:
-                from agentplug.actions.terminal import (  # type: ignore[import-not-found]
-                    LocalTerminalService,
-                )
-
-                service = LocalTerminalService(cwd)
-            output: HandlerOutput = await run_shell_handler(
+            # Built per run so a working directory created after start-up is still found.
+            service = terminal if terminal is not None else LocalTerminalService(cwd)
+            return await run_shell_handler(
                 defn, params, declared, terminal=service, timeout_s=shell_timeout_s
             )
-            return output
 
         async def code(defn: CodeHandlerDef, params: Mapping[str, str]) -> HandlerOutput:
-            from agentplug.sandbox import (  # type: ignore[attr-defined]
-                CodeSandbox,
-                run_code_handler,
-            )
-
-            box = sandbox if sandbox is not None else CodeSandbox()
-            output: HandlerOutput = await run_code_handler(
-                defn, params, sandbox=box, fetch=_guarded_fetch_for_code(policy)
-            )
-            return output
+            if sandbox is not None:
+                return await run_code_handler(defn, params, sandbox=sandbox, fetch=fetch)
+            async with CodeSandbox() as box:
+                return await run_code_handler(defn, params, sandbox=box, fetch=fetch)
 
         return cls(http=http, shell=shell, code=code)
 
 
-def _guarded_fetch_for_code(policy: SSRFPolicy) -> Any:
-    """The ``fetch`` exposed to sandboxed code: SSRF-guarded, redirects reported not followed."""
-    from agentplug.sandbox import FetchRequest, FetchResponse  # type: ignore[attr-defined]
-    from agentplug.security.ssrf import FetchError, SSRFBlocked, guarded_fetch
+def guarded_fetch_for_code(policy: SSRFPolicy) -> FetchCallable:
+    """The ``fetch`` given to sandboxed code: the SSRF-guarded client of ``http`` handlers.
 
-    async def fetch(request: Any) -> Any:
-        req = FetchRequest.model_validate(request)
-        try:
-            result = await guarded_fetch(
-                req.url, method=req.method, headers=req.headers, body=req.body, policy=policy
+    Blocked targets and network failures raise (the sandbox turns that into an error inside
+    the code); a redirect is refused rather than followed, like in ``http`` handlers.
+    """
+
+    async def fetch(request: FetchRequest) -> FetchResponse:
+        result = await guarded_fetch(
+            request.url,
+            method=request.method,
+            headers=request.headers,
+            body=request.body,
+            policy=policy,
+        )
+        if result.redirect_location is not None:
+            raise FetchError(
+                f"redirect blocked: {request.url} answered {result.status} with Location "
+                f"{result.redirect_location!r}; fetch never follows redirects (SSRF protection)"
             )
-        except (SSRFBlocked, FetchError) as exc:
-            raise RuntimeError(str(exc)) from exc
         return FetchResponse(status=result.status, headers=result.headers, body=result.body)
 
     return fetch
@@ -329,8 +308,8 @@ async def _invoke(
 ) -> tuple[HandlerOutput, dict[str, str], bool]:
     """Check required parameters, then run the handler; never raises.
 
-    Returns the output, the string parameters used, and whether the handler actually ran
-    (``False`` when a required parameter was missing, i.e. before any I/O).
+    Returns the output, the string parameters used, and whether the handler completed
+    (``False`` when a required parameter was missing, i.e. before any I/O, or when it raised).
     """
     params = _string_params(defn, raw)
     missing = _missing_required(defn, params)
@@ -343,7 +322,7 @@ async def _invoke(
     try:
         output = await _run_handler(defn, params, services)
     except Exception as exc:  # a back-end failure is the action's failure, not the host's
-        return HandlerOutput(ok=False, output=f"Action failed: {exc}"), params, True
+        return HandlerOutput(ok=False, output=f"Action failed: {exc}"), params, False
     return output, params, True
 
 
@@ -367,8 +346,8 @@ def def_to_action(
         options: HandlerOptions | None,
     ) -> ActionResult:
         raw = options.parameters if options is not None else {}
-        output, params, ran = await _invoke(definition, raw, backends)
-        if not ran:
+        output, params, completed = await _invoke(definition, raw, backends)
+        if not completed:
             return ActionResult(success=False, text=output.output)
         return ActionResult(
             text=output.output,

@@ -18,9 +18,11 @@ import re
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
 
 __all__ = [
     "Action",
@@ -57,13 +59,8 @@ class _Wire(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
         serialize_by_alias=True,
-        alias_generator=lambda name: _camel(name),
+        alias_generator=to_camel,
     )
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.rstrip("_").split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 class ActionDefinitionError(ValueError):
@@ -257,7 +254,7 @@ def always_valid(runtime: ActionRuntime, message: Message, state: State | None) 
     return True
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Action:
     """A discrete capability the agent can invoke.
 
@@ -266,6 +263,7 @@ class Action:
     ``SCREAMING_SNAKE_CASE`` emits :class:`ActionNamingWarning` (and a log record) naming the
     action; parameter names must be unique. ``similes``, ``parameters`` and ``examples`` are
     stored as tuples so a registered action cannot be changed behind the registry's back.
+    Equality and hashing are by identity: two separately built actions are different actions.
     """
 
     name: str
@@ -307,7 +305,7 @@ class Action:
         object.__setattr__(self, "parameters", params)
         object.__setattr__(self, "similes", tuple(str(s) for s in self.similes))
         object.__setattr__(self, "examples", tuple(tuple(turns) for turns in self.examples))
-        object.__setattr__(self, "metadata", dict(self.metadata))
+        object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
         if not is_screaming_snake_case(self.name):
             suggestion = re.sub(r"[^A-Za-z0-9]+", "_", self.name)
             suggestion = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", suggestion).upper().strip("_")
