@@ -92,3 +92,14 @@ def test_claim_hooks_are_firstresult_hookspecs() -> None:
         module = __import__(decl.event.__module__, fromlist=["x"])
         spec_opts = getattr(module, decl.name).agentplug_spec
         assert spec_opts["firstresult"] is (decl.kind.value == "claim"), decl.name
+
+
+def test_every_public_name_resolves_and_is_documented() -> None:
+    import inspect
+
+    import agentplug
+
+    for name in agentplug.__all__:
+        value = getattr(agentplug, name)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert (value.__doc__ or "").strip(), f"agentplug.{name} has no docstring"

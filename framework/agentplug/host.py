@@ -320,6 +320,13 @@ class PluginHost:
 
         return self._service("sessions", SessionServices)
 
+    @property
+    def actions(self) -> Any:
+        """The action runtime (``await host.actions.load()`` collects actions)."""
+        from .actions.runtime import AgentRuntime
+
+        return self._service("actions", AgentRuntime)
+
     def _warn_once(self, record: PluginRecord, key: str, message: str) -> None:
         if (record.plugin_id, key) in self._warned:
             return

@@ -1,0 +1,72 @@
+"""The host's action runtime: plugin-contributed, custom and host actions in one registry."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from agentplug.actions.custom import (
+    CustomActionServices,
+    LoadResult,
+    bind_runtime,
+    load_custom_actions,
+)
+from agentplug.actions.flow import FlowResult, SimpleActionRuntime, run_action_flow
+from agentplug.actions.model import Message, State
+from agentplug.actions.registry import ActionRegistry
+
+if TYPE_CHECKING:
+    from agentplug.host import PluginHost
+
+__all__ = ["AgentRuntime"]
+
+log = logging.getLogger("agentplug.actions")
+
+
+class AgentRuntime(SimpleActionRuntime):
+    """Actions of one host: ``provide_actions`` results, config ``customActions`` and
+    actions the host registers itself, behind :func:`run_action_flow`."""
+
+    def __init__(self, host: PluginHost, services: CustomActionServices | None = None) -> None:
+        super().__init__(ActionRegistry())
+        self.host = host
+        self.custom_services = services
+        self.custom: LoadResult | None = None
+
+    async def load(self, reason: str = "startup") -> list[str]:
+        """Collect plugin actions and custom actions; return problems found (readable).
+
+        A plugin whose actions clash with another owner's is reported and skipped as a
+        whole; malformed custom-action entries are reported and skipped one by one.
+        """
+        problems: list[str] = []
+        result = await self.host.dispatch("provide_actions", {"reason": reason})
+        for plugin_id, actions in result.outcome.by_plugin.items():
+            self.registry.unregister_owner(plugin_id)
+            try:
+                self.registry.add_plugin_actions(plugin_id, actions)
+            except Exception as exc:  # conflict or wrong item: name the plugin, keep going
+                problems.append(str(exc))
+                log.error("%s", exc)
+        for handler in result.handlers:
+            if handler.error:
+                problems.append(f"plugin {handler.plugin_id!r}: provide_actions {handler.error}")
+        config: Mapping[str, Any] = {"customActions": list(self.host.config.custom_actions)}
+        self.custom = load_custom_actions(config, services=self.custom_services)
+        for error in self.custom.errors:
+            problems.append(str(error))
+        self.registry.unregister_owner("custom-actions")
+        for action in self.custom.actions:
+            try:
+                self.registry.register(action, "custom-actions")
+            except Exception as exc:
+                problems.append(str(exc))
+        bind_runtime(self)
+        return problems
+
+    async def run(
+        self, message: Message | str, state: State | None = None, **kwargs: Any
+    ) -> FlowResult:
+        """Select, validate, extract parameters, execute and deliver (ACTIONS.md §2)."""
+        return await run_action_flow(self, self.registry, message, state, **kwargs)
