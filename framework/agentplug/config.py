@@ -102,6 +102,9 @@ class AgentplugConfig(BaseModel):
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
     security: dict[str, Any] = Field(default_factory=dict)
+    """``install_policy`` and related settings (validated by their services)."""
+    actions: dict[str, Any] = Field(default_factory=dict)
+    """Built-in action settings: ``disabled`` names and per-action sections."""
     custom_actions: list[Any] = Field(default_factory=list)
 
     def entry(self, plugin_id: str) -> PluginEntry:

@@ -33,6 +33,7 @@ class AgentRuntime(SimpleActionRuntime):
         self.host = host
         self.custom_services = services
         self.custom: LoadResult | None = None
+        self._builtins_loaded = False
 
     async def load(self, reason: str = "startup") -> list[str]:
         """Collect plugin actions and custom actions; return problems found (readable).
@@ -41,6 +42,11 @@ class AgentRuntime(SimpleActionRuntime):
         whole; malformed custom-action entries are reported and skipped one by one.
         """
         problems: list[str] = []
+        if not self._builtins_loaded:
+            from agentplug.builtins import register_builtins
+
+            self._builtins_loaded = True
+            register_builtins(self)
         result = await self.host.dispatch("provide_actions", {"reason": reason})
         for plugin_id, actions in result.outcome.by_plugin.items():
             self.registry.unregister_owner(plugin_id)
