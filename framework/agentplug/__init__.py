@@ -14,6 +14,9 @@ Hosts::
     host = agentplug.PluginHost(config)
     host.load_installed()
     result = await host.hooks.before_tool_call({"tool_name": "exec", "params": {...}})
+
+(PYTEST_DONT_REWRITE: the pytest plugin ships in this distribution; the runtime itself
+has no test assertions to rewrite.)
 """
 
 from __future__ import annotations

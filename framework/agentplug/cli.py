@@ -41,8 +41,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if scenario.description:
         print(scenario.description)
         print()
-    for number, report in enumerate(reports, 1):
-        print(f"step {number}: {report.hook}")
+    for number, (step, report) in enumerate(zip(scenario.steps, reports, strict=False), 1):
+        title = f" - {step.name}" if step.name else ""
+        print(f"step {number}: {report.hook}{title}")
         for h in report.handlers:
             extra = f"  - {h['error']}" if h.get("error") else ""
             print(
@@ -242,12 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--check", action="store_true")
     v.set_defaults(func=cmd_codegen)
 
-    try:
-        from .actions.cli import add_actions_commands
-    except ImportError:  # the actions CLI is optional while it is being built
-        pass
-    else:
-        add_actions_commands(sub)
+    from .actions.cli import add_actions_commands
+    from .approvals_cli import add_approvals_commands
+
+    add_actions_commands(sub)
+    add_approvals_commands(sub)
     return parser
 
 

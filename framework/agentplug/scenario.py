@@ -51,6 +51,10 @@ class ScenarioStep(_Model):
     ctx: dict[str, Any] = Field(default_factory=dict)
     expect: dict[str, Any] | None = None
     """Expected outcome fields (checked by the pytest scenario collector)."""
+    expect_handlers: dict[str, str] | None = None
+    """Expected status per plugin id (``{"tool-preflight": "ok"}``)."""
+    expect_approval: dict[str, Any] | None = None
+    """Expected approval verdict fields (``{"allowed": true}``)."""
     name: str | None = None
 
 
@@ -93,10 +97,10 @@ def _import(path: str) -> object:
     return getattr(module, attr) if attr else module
 
 
-def build_host(scenario: Scenario) -> PluginHost:
+def build_host(scenario: Scenario, *, use_cache: bool = True) -> PluginHost:
     """A host with the scenario's config and plugins (failures raise, naming the plugin)."""
     host = PluginHost(AgentplugConfig.parse(scenario.config, "scenario config"))
-    installed = {p.name: p for p in discover(ENTRY_POINT_GROUP)}
+    installed = {p.name: p for p in discover(ENTRY_POINT_GROUP, use_cache=use_cache)}
     for raw in scenario.plugins:
         ref = (
             PluginRef(module=raw[len("module:") :])
@@ -104,11 +108,17 @@ def build_host(scenario: Scenario) -> PluginHost:
             else (PluginRef(entry_point=raw) if isinstance(raw, str) else raw)
         )
         if ref.module:
-            pid = ref.id or ref.module.split(":")[0].rsplit(".", 1)[-1]
+            fallback_id = ref.id or ref.module.split(":")[0].rsplit(".", 1)[-1]
             try:
                 obj = _import(ref.module)
             except Exception as exc:
-                raise PluginLoadError(pid, f"cannot import {ref.module!r}: {exc!r}") from exc
+                raise PluginLoadError(
+                    fallback_id, f"cannot import {ref.module!r}: {exc!r}"
+                ) from exc
+            # The same id rule as PluginHost.register: an explicit id, else the plugin's
+            # own ``plugin_id``/``PLUGIN_ID``, else the module name.
+            own = getattr(obj, "plugin_id", None) or getattr(obj, "PLUGIN_ID", None)
+            pid = ref.id or (own if isinstance(own, str) and own else fallback_id)
             host.register(
                 obj, pid, bundled=True if ref.bundled is None else ref.bundled, source=ref.module
             )
@@ -135,6 +145,13 @@ def build_host(scenario: Scenario) -> PluginHost:
             source=found.value,
         )
     return host
+
+
+def _opaque(value: Any) -> Any:
+    # Objects without a JSON form (e.g. Action instances in provide_actions outcomes):
+    # show their name when they have one.
+    name = getattr(value, "name", None)
+    return {"name": name} if isinstance(name, str) else repr(value)
 
 
 def _resolver(approvals: dict[str, Any] | list[str] | None) -> ScriptedResolver | None:
@@ -170,7 +187,7 @@ async def run_scenario(scenario: Scenario, host: PluginHost | None = None) -> li
             reports.append(
                 StepReport(
                     hook=result.hook,
-                    outcome=outcome.model_dump(mode="json", exclude_none=True),
+                    outcome=outcome.model_dump(mode="json", exclude_none=True, fallback=_opaque),
                     handlers=[h.model_dump(mode="json") for h in result.handlers],
                     approval=approval,
                 )

@@ -163,8 +163,9 @@ class SQLiteStore:
         self._busy_timeout_ms = busy_timeout_ms
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        with self._write() as db:
-            db.executescript(_SCHEMA)
+        # executescript manages its own transaction; IF NOT EXISTS makes it safe to run
+        # from several processes at once.
+        self._db().executescript(_SCHEMA)
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)

@@ -1,5 +1,8 @@
 """agentplug's hook contract: every hook as a pluggy hookspec with typed models and
-its semantics declared as data. Depends on pluggy and pydantic only."""
+its semantics declared as data. Depends on pluggy and pydantic only.
+
+(PYTEST_DONT_REWRITE: nothing here needs pytest's assertion rewriting.)
+"""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_serializer, model_validator
 
 from ._model import Context, Event, HookModel, Result
 from ._semantics import Collect, HookKind, declare
@@ -41,6 +41,14 @@ class ProvideActionsOutcome(HookModel):
     """Every plugin's contribution, keyed by plugin id, in priority order."""
 
     by_plugin: dict[str, list[Any]] = Field(default_factory=dict)
+
+    @field_serializer("by_plugin", when_used="json")
+    def _describe_actions(self, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        # Actions hold callables: in JSON, show what an action is, not its functions.
+        return {
+            plugin: [a.describe() if hasattr(a, "describe") else repr(a) for a in actions]
+            for plugin, actions in value.items()
+        }
 
 
 @declare(

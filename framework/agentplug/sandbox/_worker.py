@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -86,6 +87,7 @@ _PY_PRELOAD = (
 _PY_IMPORT_ALLOW = frozenset(m.split(".")[0] for m in _PY_PRELOAD) | {"asyncio"}
 
 _NOBODY = 65534
+_TMPFS_BYTES = 16 * 1024 * 1024
 _MAX_FRAME = 64 * 1024 * 1024
 
 # Linux constants (x86_64 / generic); only what this file needs.
@@ -210,10 +212,8 @@ def _close_inherited_fds() -> None:
         fds = list(range(3, 1024))
     for fd in fds:
         if fd > 2:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 
 def _unshare(libc: ctypes.CDLL, layers: list[str], missing: list[str]) -> bool:
@@ -249,6 +249,41 @@ def _unshare(libc: ctypes.CDLL, layers: list[str], missing: list[str]) -> bool:
     return is_root
 
 
+def _private_tmpfs(
+    libc: ctypes.CDLL, workdir: str, is_root: bool, layers: list[str], missing: list[str]
+) -> None:
+    """Mount a small tmpfs over the working directory inside our mount namespace.
+
+    RLIMIT_FSIZE bounds one file, not how many: the tmpfs bounds the total size and the
+    number of files the code can create, and nothing it writes reaches the host disk.
+    Mount propagation is made private first so the mount is invisible to the host.
+    """
+    if "mount-namespace" not in layers:
+        missing.append("tmpfs working directory (no mount namespace): disk use is unbounded")
+        return
+    ms_rec, ms_private = 0x4000, 0x40000
+    ms_nosuid, ms_nodev, ms_noexec = 0x2, 0x4, 0x8
+    if libc.mount(b"none", b"/", None, ms_rec | ms_private, None) != 0:
+        err = ctypes.get_errno()
+        missing.append(f"tmpfs working directory (private propagation: {os.strerror(err)})")
+        return
+    opts = f"size={_TMPFS_BYTES},nr_inodes=256,mode=0700"
+    if is_root:
+        opts += f",uid={_NOBODY},gid={_NOBODY}"
+    rc = libc.mount(
+        b"tmpfs",
+        workdir.encode(),
+        b"tmpfs",
+        ms_nosuid | ms_nodev | ms_noexec,
+        opts.encode(),
+    )
+    if rc != 0:
+        err = ctypes.get_errno()
+        missing.append(f"tmpfs working directory ({os.strerror(err)}): disk use is unbounded")
+        return
+    layers.append(f"tmpfs-workdir({_TMPFS_BYTES // (1024 * 1024)}MiB,256 inodes,noexec)")
+
+
 def _chroot(workdir: str, layers: list[str], missing: list[str]) -> bool:
     # chroot into the empty per-run directory: no host file is reachable by path any more.
     # Escaping a chroot needs CAP_SYS_CHROOT, which the uid drop below removes, and the
@@ -275,7 +310,7 @@ def _drop_privileges(is_root: bool, layers: list[str], missing: list[str]) -> No
         except OSError as exc:
             missing.append(f"uid drop ({exc.strerror})")
     else:
-        missing.append("uid drop (not root: runs as the host user, inside a user namespace)")
+        missing.append("uid drop (host is not root: the code runs as the host user)")
 
 
 def _prctls(libc: ctypes.CDLL, layers: list[str], missing: list[str]) -> None:
@@ -295,10 +330,8 @@ def _prctls(libc: ctypes.CDLL, layers: list[str], missing: list[str]) -> None:
 def _base_rlimits(layers: list[str]) -> None:
     # Hard limits equal soft limits; after the uid drop they can only be lowered.
     def lim(which: int, value: int) -> None:
-        try:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):
-            pass
 
     lim(resource.RLIMIT_CORE, 0)  # no core dumps that could leak memory to disk
     lim(resource.RLIMIT_FSIZE, 8 * 1024 * 1024)  # bound any file written in the tmp dir
@@ -404,11 +437,10 @@ def _harden(language: str, workdir: str) -> tuple[list[str], list[str]]:
         from py_mini_racer import init_mini_racer
 
         init_mini_racer()
-    if is_root and "net-namespace" in layers:
-        try:
+    _private_tmpfs(libc, workdir, is_root, layers, missing)
+    if is_root:
+        with contextlib.suppress(OSError):
             os.chown(workdir, _NOBODY, _NOBODY)
-        except OSError:
-            pass
     _chroot(workdir, layers, missing)
     _drop_privileges(is_root, layers, missing)
     _prctls(libc, layers, missing)
@@ -426,7 +458,7 @@ def _install_audit_hook(language: str) -> None:
     CPython audit hooks cannot be removed, but a determined attacker inside the same
     interpreter may still corrupt memory; the OS layers above are the real boundary.
     """
-    deny_prefixes = (
+    deny_prefixes: tuple[str, ...] = (
         "os.system",
         "os.exec",
         "os.posix_spawn",
@@ -466,7 +498,7 @@ def _install_audit_hook(language: str) -> None:
     )
     if language == "python":
         # mini-racer drives V8 through ctypes, so only the Python worker can refuse it.
-        deny_prefixes = (*deny_prefixes, "ctypes.", "code.__new__", "marshal.")
+        deny_prefixes += ("ctypes.", "code.__new__", "marshal.")
     allow_imports = _PY_IMPORT_ALLOW
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
@@ -542,9 +574,9 @@ class _Channel:
                 break
             body, self.buf = self.buf[4 : 4 + size], self.buf[4 + size :]
             msg = json.loads(body.decode("utf-8"))
-            fut = self.pending.pop(int(msg.get("id", -1)), None)
-            if fut is not None and not fut.done():
-                fut.set_result(msg)
+            waiter = self.pending.pop(int(msg.get("id", -1)), None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(msg)
 
     async def fetch(self, request: dict[str, Any]) -> dict[str, Any]:
         self.next_id += 1
@@ -567,12 +599,13 @@ class _FrozenParams(Mapping[str, str]):
     (``params.x``, as in the seed's JavaScript)."""
 
     __slots__ = ("_d",)
+    _d: dict[str, str]
 
     def __init__(self, d: dict[str, str]) -> None:
         object.__setattr__(self, "_d", dict(d))
 
     def __getitem__(self, key: str) -> str:
-        return self._d[key]  # type: ignore[no-any-return]
+        return self._d[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._d)
@@ -582,7 +615,7 @@ class _FrozenParams(Mapping[str, str]):
 
     def __getattr__(self, name: str) -> str:
         try:
-            return self._d[name]  # type: ignore[no-any-return]
+            return self._d[name]
         except KeyError:
             raise AttributeError(name) from None
 
@@ -684,7 +717,8 @@ _JS_PRELUDE = r"""
     const o = options || {};
     const reply = JSON.parse(await raw(JSON.stringify({
       url: String(url), method: String(o.method || 'GET').toUpperCase(),
-      headers: o.headers || {}, body: o.body === undefined || o.body === null ? null : String(o.body)
+      headers: o.headers || {},
+      body: o.body === undefined || o.body === null ? null : String(o.body)
     })));
     if (reply.error) { throw new Error(reply.error); }
     const body = reply.body;
@@ -694,8 +728,13 @@ _JS_PRELUDE = r"""
       text: async () => body, json: async () => JSON.parse(body)
     });
   }
-  Object.defineProperty(globalThis, 'params', {value: params, writable: false, configurable: false});
-  Object.defineProperty(globalThis, 'fetch', {value: fetch, writable: false, configurable: false});
+  const fixed = {writable: false, configurable: false};
+  Object.defineProperty(globalThis, 'params', Object.assign({value: params}, fixed));
+  Object.defineProperty(globalThis, 'fetch', Object.assign({value: fetch}, fixed));
+  // console exists in the seed's Node VM; here its output is discarded.
+  const noop = function () {};
+  const con = Object.freeze({log: noop, info: noop, warn: noop, error: noop, debug: noop});
+  Object.defineProperty(globalThis, 'console', Object.assign({value: con}, fixed));
 })
 """
 
@@ -749,13 +788,11 @@ def main() -> None:
     language, workdir = sys.argv[1], sys.argv[2]
     _close_inherited_fds()
     # /proc must be read before the chroot: statm is used for the memory budget.
-    statm = os.open("/proc/self/statm", os.O_RDONLY) if language == "python" else -1
+    statm = os.open("/proc/self/statm", os.O_RDONLY)
     if language == "python":
         for name in _PY_PRELOAD:
-            try:
+            with contextlib.suppress(ImportError):
                 __import__(name)
-            except ImportError:
-                pass
     try:
         layers, missing = _harden(language, workdir)
     except Exception as exc:  # pragma: no cover - reported to the host
@@ -772,7 +809,7 @@ def main() -> None:
     job = _frame_in_blocking()
     limit = int(job["max_output_bytes"])
     sink = _BoundedSink(limit)
-    sys.stdout = sys.stderr = sink  # type: ignore[assignment]
+    sys.stdout = sys.stderr = sink
     _apply_job_limits(job, language, statm)
     channel = _Channel(loop)
     # Installed last, right before the untrusted code is compiled and run.
@@ -796,27 +833,26 @@ def _apply_job_limits(job: dict[str, Any], language: str, statm_fd: int) -> None
     """Per-job hard limits (they can only be lowered afterwards: the uid drop removed
     CAP_SYS_RESOURCE).
 
-    Memory bounds the *additional* memory the code may map. Python: address space above
-    the current size. JavaScript: V8 reserves ~1 TiB of virtual space up front, so
-    RLIMIT_AS cannot bound it; RLIMIT_DATA (private writable memory, which V8 heap commits
-    count against) plus V8's own hard heap limit are used instead.
+    Memory bounds the *additional* memory the code may map: RLIMIT_AS is set to the current
+    address-space size plus the budget. For JavaScript this does not bound the V8 heap
+    itself (V8 reserves ~1 TiB of virtual space up front, and RLIMIT_DATA makes V8 abort
+    at isolate creation, measured), so V8's own hard heap limit bounds the heap and the
+    host's RSS watchdog bounds the whole process.
     """
     extra = int(job["memory_mb"]) * 1024 * 1024
     try:
-        if language == "python" and statm_fd >= 0:
+        if statm_fd >= 0:
             data = os.pread(statm_fd, 256, 0)
             current = int(data.split()[0]) * os.sysconf("SC_PAGE_SIZE")
-            resource.setrlimit(resource.RLIMIT_AS, (current + extra, current + extra))
-        elif language == "javascript":
-            resource.setrlimit(resource.RLIMIT_DATA, (extra + 256 * 1024 * 1024,) * 2)
+            # V8 needs headroom outside its heap (compiler zones, code space growth).
+            slack = 0 if language == "python" else 256 * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (current + extra + slack,) * 2)
     except (OSError, ValueError):
         pass
     # CPU seconds: a backstop in case the host's wall-clock kill ever failed.
     cpu = max(1, math.ceil(float(job["timeout_s"]))) + 1
-    try:
+    with contextlib.suppress(OSError, ValueError):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    except (OSError, ValueError):
-        pass
 
 
 if __name__ == "__main__":

@@ -1,0 +1,210 @@
+"""Run every agentplug benchmark, print one table, write ``bench/results/latest.json``.
+
+``python bench/run.py`` (or ``make bench``) runs the dispatch and discovery benchmarks and,
+when present, ``bench/bench_http.py`` and ``bench/bench_code.py`` (each imported guarded:
+a missing or failing optional benchmark is recorded, not fatal). ``--quick`` is a short
+smoke run (fewer repeats; numbers are noisier). Exit status is 0 when the benchmarks ran,
+whether or not a target was met (the table and the JSON say which); it is 1 only when the
+dispatch or discovery benchmark itself crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import inspect
+import io
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+CORE = ("bench_dispatch", "bench_discovery")
+OPTIONAL = ("bench_http", "bench_code", "bench_services")
+QUICK_N = 40  # request count for an optional ``run(n=...)`` benchmark under --quick
+
+
+def _call_run(module: Any, quick: bool) -> Any:
+    """Call ``module.run`` with ``quick`` if it takes it, a small ``n`` if that is what it has."""
+    run: Callable[..., Any] = module.run
+    try:
+        params = inspect.signature(run).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    if "quick" in params:
+        return run(quick=quick)
+    if quick and "n" in params:
+        return run(n=QUICK_N)
+    return run()
+
+
+def _run_one(name: str, quick: bool, *, optional: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"status": "ok"}
+    start = time.perf_counter()
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if optional and exc.name == name:
+            return {"status": "absent"}
+        entry.update(status="error", error=f"import failed: {exc!r}")
+        return entry
+    except Exception as exc:
+        entry.update(status="error", error=f"import failed: {exc!r}")
+        return entry
+    if not callable(getattr(module, "run", None)):
+        return {"status": "error", "error": f"{name}.py has no run()"}
+    captured = io.StringIO()
+    try:
+        # Optional benchmarks print their own tables; keep them, after ours is assembled.
+        with contextlib.redirect_stdout(captured):
+            entry["result"] = _call_run(module, quick)
+    except Exception as exc:
+        entry.update(status="error", error=repr(exc), traceback=traceback.format_exc())
+    entry["seconds"] = round(time.perf_counter() - start, 3)
+    entry["output"] = captured.getvalue()
+    formatter = getattr(module, "format_table", None)
+    if entry["status"] == "ok" and callable(formatter):
+        try:
+            entry["table"] = formatter(entry["result"])
+        except Exception as exc:
+            entry["table"] = f"(format_table failed: {exc!r})"
+    return entry
+
+
+def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """(benchmark, metric, value, target) rows for the headline table."""
+    rows: list[tuple[str, str, str, str]] = []
+    d = results.get("bench_dispatch", {})
+    if d.get("status") == "ok":
+        r = d["result"]
+        for count, row in r["sequential"].items():
+            target = "<= 1.00x" if count == "10" else ""
+            if target:
+                target += " MET" if row["ratio_vs_pluggy"] <= 1.0 else " MISSED"
+            rows.append(
+                (
+                    "dispatch",
+                    f"before_tool_call x{count}: agentplug vs pluggy",
+                    f"{row['agentplug_us']:.2f} vs {row['pluggy_us']:.2f} us: "
+                    f"{row['ratio_vs_pluggy']:.2f}x",
+                    target,
+                )
+            )
+            rows.append(
+                (
+                    "dispatch",
+                    f"before_tool_call x{count}: agentplug vs loop",
+                    f"{row['agentplug_us']:.2f} vs {row['loop_us']:.2f} us: "
+                    f"{row['ratio_vs_loop']:.2f}x",
+                    "",
+                )
+            )
+        o = r["observe"]
+        rows.append(
+            (
+                "dispatch",
+                "after_tool_call 100 x sleep(10ms): agentplug vs gather",
+                f"{o['agentplug_ms']:.2f} vs {o['gather_ms']:.2f} ms",
+                f"< {o['target_ms']:.0f} ms {'MET' if o['meets_target'] else 'MISSED'}",
+            )
+        )
+    c = results.get("bench_discovery", {})
+    if c.get("status") == "ok":
+        r = c["result"]
+        rows.append(
+            (
+                "discovery",
+                f"fresh scan vs warm cache ({r['distributions']} dists)",
+                f"{r['fresh_ms']:.2f} vs {r['warm_ms']:.3f} ms: {r['speedup']:.1f}x",
+                f">= {r['target_speedup']:.0f}x {'MET' if r['meets_target'] else 'MISSED'}",
+            )
+        )
+        rows.append(
+            ("discovery", "cached result == fresh result", str(r["cache_equals_fresh"]), "True")
+        )
+    h = results.get("bench_http", {})
+    if h.get("status") == "ok" and isinstance(h.get("result"), dict):
+        r = h["result"]
+        if "ratio_p50" in r:
+            rows.append(
+                (
+                    "http",
+                    "run_http_handler vs raw httpx (client per request), p50",
+                    f"{r.get('handler_p50_ms', 0.0):.2f} vs {r.get('raw_fresh_p50_ms', 0.0):.2f}"
+                    f" ms: {r['ratio_p50']:.2f}x",
+                    "",
+                )
+            )
+    for name, entry in results.items():
+        if entry.get("status") == "error":
+            rows.append((name.removeprefix("bench_"), "ERROR", entry.get("error", "?"), ""))
+        elif entry.get("status") == "absent":
+            rows.append((name.removeprefix("bench_"), "not present", "-", ""))
+        elif name not in ("bench_dispatch", "bench_discovery", "bench_http"):
+            rows.append((name.removeprefix("bench_"), "ran", f"{entry['seconds']:.1f} s", ""))
+    return rows
+
+
+def _table(rows: list[tuple[str, str, str, str]]) -> str:
+    header = ("bench", "metric", "value", "target")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    line = "  ".join("-" * w for w in widths)
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), line]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short smoke run (noisier)")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS / "latest.json", help="JSON output path"
+    )
+    args = parser.parse_args(argv)
+
+    started = datetime.now(UTC)
+    results: dict[str, dict[str, Any]] = {}
+    for name in CORE + OPTIONAL:
+        print(f"running {name}{' (quick)' if args.quick else ''} ...", file=sys.stderr)
+        results[name] = _run_one(name, args.quick, optional=name in OPTIONAL)
+
+    for name, entry in results.items():
+        if entry.get("table"):
+            print(entry["table"], end="\n\n")
+        elif entry.get("output"):
+            print(f"[{name}]\n{entry['output'].rstrip()}", end="\n\n")
+        if entry.get("status") == "error" and entry.get("traceback"):
+            print(f"[{name}] failed:\n{entry['traceback']}", file=sys.stderr)
+    print(_table(_summary_rows(results)))
+
+    payload = {
+        "started_utc": started.isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "benchmarks": {
+            name: {k: v for k, v in entry.items() if k not in ("table",)}
+            for name, entry in results.items()
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+    return 1 if any(results[n].get("status") == "error" for n in CORE) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
