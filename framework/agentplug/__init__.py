@@ -33,8 +33,6 @@ from agentplug_hookspecs import (
     declare,
 )
 
-from .config import AgentplugConfig, load_config
-from .dispatch import DispatchResult, HandlerReport, HandlerStatus
 from .errors import (
     AgentplugError,
     ConfigError,
@@ -43,15 +41,23 @@ from .errors import (
     PluginLoadError,
     UnknownHookError,
 )
-from .execenv import filter_exec_env
-from .host import PluginApi, PluginHost, PluginRecord
 from .markers import HandlerOptions, hookimpl
 
 __version__ = "0.1.0"
 
-# Action APIs pull in httpx and the sandbox: import them on first use so that plugins
-# that only use hooks keep ``import agentplug`` light.
+# The runtime and the action APIs load on first use: plugin modules only need
+# ``hookimpl`` at import time, and pytest imports ``agentplug.pytest_plugin`` in every
+# session of an environment where agentplug is installed.
 _LAZY = {
+    "PluginHost": "agentplug.host",
+    "PluginApi": "agentplug.host",
+    "PluginRecord": "agentplug.host",
+    "AgentplugConfig": "agentplug.config",
+    "load_config": "agentplug.config",
+    "DispatchResult": "agentplug.dispatch",
+    "HandlerReport": "agentplug.dispatch",
+    "HandlerStatus": "agentplug.dispatch",
+    "filter_exec_env": "agentplug.execenv",
     "Action": "agentplug.actions.model",
     "ActionParameter": "agentplug.actions.model",
     "ActionResult": "agentplug.actions.model",
@@ -89,6 +95,10 @@ if TYPE_CHECKING:
     from .actions.model import Action, ActionParameter, ActionResult, Message
     from .actions.registry import ActionConflictError, ActionRegistry
     from .approvals import ApprovalBroker, ScriptedResolver
+    from .config import AgentplugConfig, load_config
+    from .dispatch import DispatchResult, HandlerReport, HandlerStatus
+    from .execenv import filter_exec_env
+    from .host import PluginApi, PluginHost, PluginRecord
     from .security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from .store import MemoryStore, SQLiteStore
     from .sync import SyncHost
