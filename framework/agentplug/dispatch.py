@@ -65,6 +65,14 @@ class Handler:
     gate: str | None = None
     """Why the handler is not run (gates), or ``None``."""
     is_async: bool = False
+    plain: bool = False
+    """Called as ``f(event, ctx)`` inline (no thread): the fast path."""
+    ok_record: tuple[Any, ...] = ()
+    """The shared trace record of a successful untimed run (no allocation per call)."""
+
+    def __post_init__(self) -> None:
+        self.plain = self.call_mode == 2 and not self.thread
+        self.ok_record = (self, HandlerStatus.OK, 0.0, None)
 
     def call(self, event: Event, ctx: Context) -> Any:
         """Invoke the function with the arguments it asked for."""
@@ -224,39 +232,106 @@ class _SequentialRun:
     __slots__ = (
         "ctx",
         "decl",
-        "fail_closed",
+        "first",
         "generation",
         "index",
+        "next_start",
+        "pending",
         "plan",
         "records",
         "reducer",
-        "result_model",
         "slow",
         "started",
         "timing",
+        "token",
     )
+
+    pending: Coroutine[Any, Any, int] | None
 
     def __init__(
         self, decl: HookDecl, plan: Sequence[Handler], reducer: Reducer, ctx: Context, timing: bool
     ) -> None:
+        # Only what the fast path reads; the rest is set when first needed.
         self.decl = decl
         self.plan = plan
         self.reducer = reducer
         self.ctx = ctx
         self.records: list[tuple[Handler, HandlerStatus, float, str | None]] = []
         self.timing = timing
-        self.index = 0
         self.generation = 0
         self.slow = False
         self.started = 0.0
-        self.result_model = decl.result
-        self.fail_closed = decl.failure is FailurePolicy.FAIL_CLOSED
+
+    def start(self) -> list[tuple[Handler, HandlerStatus, float, str | None]] | None:
+        """Run the chain inline; the records, or ``None`` when a handler suspended
+        (then :meth:`resume` must be awaited)."""
+        var = _HANDLER_CONTEXT
+        token = var.set(var.get())
+        chain = self.chain(0, 0)
+        try:
+            self.first = chain.send(None)
+        except StopIteration:
+            var.reset(token)
+            return self.records
+        self.pending = chain
+        self.token = token
+        return None
+
+    async def resume(
+        self, tracker: Tracker
+    ) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
+        """Continue after a handler suspended: budgets, abandonment, the rest of the plan."""
+        plan = self.plan
+        n = len(plan)
+        chain: Coroutine[Any, Any, int] | None = self.pending
+        first = self.first
+        self.pending = None
+        self.next_start = n
+        try:
+            while True:
+                if chain is None:
+                    if self.next_start >= n:
+                        break
+                    chain = self.chain(self.next_start, self.generation)
+                    try:
+                        first = chain.send(None)
+                    except StopIteration as done:
+                        self.next_start = done.value
+                        chain = None
+                        continue
+                # A handler suspended: give the rest of its chain a task and a deadline.
+                i = self.index
+                handler = plan[i]
+                self.slow = True
+                task = asyncio.get_running_loop().create_task(_finish(chain, first))
+                chain = None
+                label = f"{handler.plugin_id}:{handler.hook}"
+                try:
+                    finished, _ = await asyncio.wait((task,), timeout=handler.timeout_s)
+                except asyncio.CancelledError:
+                    self.generation += 1
+                    tracker.track(task, label)
+                    raise
+                self.slow = False
+                if finished:
+                    self.next_start = task.result()
+                    continue
+                self.generation += 1
+                tracker.track(task, label)
+                budget_ms = (handler.timeout_s or 0) * 1000
+                if self.fail(i, _TIMEOUT, f"timed out after {budget_ms:.0f} ms"):
+                    break
+                self.next_start = i + 1
+        finally:
+            _HANDLER_CONTEXT.reset(self.token)
+        return self.records
 
     async def chain(self, start: int, gen: int) -> int:
         """Run handlers from ``start``; return where the dispatcher continues."""
         plan = self.plan
         n = len(plan)
-        append = self.records.append
+        records = self.records
+        append = records.append
         reducer = self.reducer
         ctx = self.ctx
         bind = _HANDLER_CONTEXT.set
@@ -272,30 +347,21 @@ class _SequentialRun:
             if timing:
                 self.started = clock()
             try:
-                if h.thread:
+                if h.plain:
+                    value = h.function(reducer.event, ctx)
+                elif h.thread:
                     value = await _start_thread(h, reducer.event, ctx)
                 else:
-                    if h.call_mode == 2:
-                        value = h.function(reducer.event, ctx)
-                    else:
-                        value = h.call(reducer.event, ctx)
-                    if value is not None and (
-                        type(value) is _CoroutineType or asyncio.iscoroutine(value)
-                    ):
-                        value = await value
-            except asyncio.CancelledError as exc:
+                    value = h.call(reducer.event, ctx)
+                if value is not None and (
+                    type(value) is _CoroutineType or asyncio.iscoroutine(value)
+                ):
+                    value = await value
+            except (Exception, asyncio.CancelledError) as exc:
                 if gen != self.generation:
                     return -1
-                if _cancelled_from_outside():
+                if isinstance(exc, asyncio.CancelledError) and _cancelled_from_outside():
                     raise
-                if self.fail(i, _ERROR, _describe(exc)):
-                    return n
-                if self.slow:
-                    return i + 1
-                continue
-            except Exception as exc:
-                if gen != self.generation:
-                    return -1
                 if self.fail(i, _ERROR, _describe(exc)):
                     return n
                 if self.slow:
@@ -304,7 +370,7 @@ class _SequentialRun:
             if gen != self.generation:
                 return -1  # abandoned after a timeout: a late result changes nothing
             if value is None:
-                append((h, _OK, clock() - self.started if timing else 0.0, None))
+                append((h, _OK, clock() - self.started, None) if timing else h.ok_record)
             elif self.settle(i, value):
                 return n
             if self.slow:
@@ -314,7 +380,7 @@ class _SequentialRun:
     def settle(self, i: int, value: Any) -> bool:
         """Validate and fold in a non-None result; ``True`` when the chain stops."""
         h = self.plan[i]
-        model = self.result_model
+        model = self.decl.result
         if model is not None and type(value) is not model:
             try:
                 value = model.model_validate(value)
@@ -341,7 +407,7 @@ class _SequentialRun:
             error,
             self.decl.failure.value,
         )
-        if not self.fail_closed:
+        if self.decl.failure is not FailurePolicy.FAIL_CLOSED:
             return False
         self.reducer.fail_closed(h.plugin_id, f"plugin {h.plugin_id!r} failed: {error}")
         _skip_rest(self.plan, i, self.records)
@@ -361,42 +427,10 @@ async def run_sequential(
     ``timing`` measures each handler's duration (reports show 0.0 otherwise).
     """
     run = _SequentialRun(decl, plan, reducer, ctx, timing)
-    n = len(plan)
-    var = _HANDLER_CONTEXT
-    token = var.set(var.get())
-    try:
-        start = 0
-        while start < n:
-            chain = run.chain(start, run.generation)
-            try:
-                first = chain.send(None)
-            except StopIteration as done:
-                start = done.value
-                continue
-            # A handler suspended: give the rest of its chain a task and a deadline.
-            i = run.index
-            handler = plan[i]
-            run.slow = True
-            task = asyncio.get_running_loop().create_task(_finish(chain, first))
-            label = f"{handler.plugin_id}:{handler.hook}"
-            try:
-                finished, _ = await asyncio.wait((task,), timeout=handler.timeout_s)
-            except asyncio.CancelledError:
-                run.generation += 1
-                tracker.track(task, label)
-                raise
-            run.slow = False
-            if finished:
-                start = task.result()
-                continue
-            run.generation += 1
-            tracker.track(task, label)
-            if run.fail(i, _TIMEOUT, f"timed out after {(handler.timeout_s or 0) * 1000:.0f} ms"):
-                break
-            start = i + 1
-    finally:
-        var.reset(token)
-    return run.records
+    records = run.start()
+    if records is None:
+        records = await run.resume(tracker)
+    return records
 
 
 async def _coro_type_probe() -> None:

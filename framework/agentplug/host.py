@@ -34,6 +34,7 @@ from .dispatch import (
     DispatchResult,
     Handler,
     Tracker,
+    _SequentialRun,
     run_concurrent,
     run_sequential,
     run_sync,
@@ -47,6 +48,7 @@ from .errors import (
 )
 from .markers import HandlerOptions, check_timeout_ms, options_of
 from .observability import Observer
+from .observability import trace_log as _trace_log
 from .reducers import Reducer, reducer_for
 from .store import StateStore, open_store
 
@@ -264,6 +266,9 @@ class PluginHost:
         self._owners: dict[str, _Owner] = {}
         self._plans: dict[str, tuple[Handler, ...]] = {}
         self._reducers: dict[str, type[Reducer]] = {}
+        self._direct: dict[str, HookDecl] = {}
+        self._sequential: set[str] = set()
+        """Hooks dispatched under their own name (no alias): the fast lookup."""
         self._empty_ctx: dict[str, Context] = {}
         self._contexts: dict[str, HandlerContext] = {}
         self._bundled: dict[str, bool] = {}
@@ -352,6 +357,10 @@ class PluginHost:
                 )
             self._decls[decl.name] = decl
             self._reducers[decl.name] = reducer_for(decl)
+            if decl.deprecation is None or decl.deprecation.alias_of is None:
+                self._direct[decl.name] = decl
+            if decl.kind in _SEQUENTIAL:
+                self._sequential.add(decl.name)
             self._empty_ctx[decl.name] = decl.ctx()
             added.append(decl.name)
         return added
@@ -732,13 +741,28 @@ class PluginHost:
         ctx: Context | Mapping[str, Any] | None = None,
     ) -> DispatchResult[Any]:
         """Run every handler of ``hook`` with the hook's rules; return the outcome."""
-        decl, ev, cx = self._prepare(hook, event, ctx)
+        decl = self._direct.get(hook)
+        if decl is not None and type(event) is decl.event and type(ctx) is decl.ctx:
+            ev: Event = event
+            cx: Context = ctx
+        else:
+            decl, ev, cx = self._prepare(hook, event, ctx)
         observer = self.observer
-        if observer.active:
+        if observer.tracer is not None or _trace_log.isEnabledFor(logging.DEBUG):
             started = time.perf_counter_ns()
             result = await self._dispatch(decl, ev, observer.fill_context(cx), True)
             observer.record(decl, result, started, time.perf_counter_ns())
             return result
+        name = decl.name
+        if name in self._sequential:
+            # The common path, inlined: no extra coroutine layer per dispatch.
+            plan = self._plans.get(name) or self._build_plan(name)
+            reducer = self._reducers[name](decl, ev)
+            run = _SequentialRun(decl, plan, reducer, cx, self.timings)
+            records = run.start()
+            if records is None:
+                records = await run.resume(self.tracker)
+            return DispatchResult(name, reducer.finish(), records)
         return await self._dispatch(decl, ev, cx, self.timings)
 
     async def _dispatch(
@@ -806,6 +830,7 @@ class PluginHost:
 
 
 _OBSERVED = ObserveOutcome()
+_SEQUENTIAL = frozenset({HookKind.DECIDE, HookKind.PIPELINE, HookKind.MERGE, HookKind.CLAIM})
 
 
 def _default_id(plugin: object) -> str:
