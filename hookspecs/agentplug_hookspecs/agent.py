@@ -32,55 +32,49 @@ _PROMPT_FIELDS = (
 # -- events ----------------------------------------------------------------------------
 
 
-class ModelResolveEvent(Event):
+class TurnEvent(Event):
+    """Fields every agent-turn event shares: the run and the current prompt."""
+
+    run_id: str | None = None
+    prompt: str = ""
+
+
+class PromptEvent(TurnEvent):
+    """A turn event that also carries the session messages."""
+
+    messages: JsonList = FrozenList()
+
+
+class ModelResolveEvent(TurnEvent):
     """The current prompt and attachment metadata, before the model is resolved."""
 
-    prompt: str = ""
     attachments: JsonList = FrozenList()
-    run_id: str | None = None
 
 
-class TurnPrepareEvent(Event):
+class TurnPrepareEvent(PromptEvent):
     """The prompt, prepared messages and the drained next-turn injections."""
 
-    prompt: str = ""
-    messages: JsonList = FrozenList()
     injections: JsonList = FrozenList()
-    run_id: str | None = None
 
 
-class PromptBuildEvent(Event):
+class PromptBuildEvent(PromptEvent):
     """The current prompt and the session messages."""
 
-    prompt: str = ""
-    messages: JsonList = FrozenList()
-    run_id: str | None = None
 
-
-class AgentStartEvent(Event):
+class AgentStartEvent(PromptEvent):
     """Legacy combined phase: prompt, messages and attachment metadata."""
 
-    prompt: str = ""
-    messages: JsonList = FrozenList()
     attachments: JsonList = FrozenList()
-    run_id: str | None = None
 
 
-class AgentRunEvent(Event):
+class AgentRunEvent(PromptEvent):
     """The final prompt, the loaded history and the active system prompt."""
 
-    prompt: str = ""
-    messages: JsonList = FrozenList()
     system_prompt: str | None = None
-    run_id: str | None = None
 
 
-class AgentReplyEvent(Event):
+class AgentReplyEvent(PromptEvent):
     """The prompt about to be answered by the model."""
-
-    prompt: str = ""
-    messages: JsonList = FrozenList()
-    run_id: str | None = None
 
 
 class AgentFinalizeEvent(Event):

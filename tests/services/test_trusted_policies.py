@@ -129,8 +129,12 @@ def test_an_installed_plugin_loaded_from_an_entry_point_follows_the_contract(
     fake_dist("fakeplug-policy", "fakeplug_policy", source)
     host = PluginHost(installed_config(("fakeplug-policy", ["budget"])))
     host.load_installed(use_cache=False)
-    assert [e.plugin_id for e in host.load_errors] == ["fakeplug-policy"]
-    assert "undeclared" in host.load_errors[0].cause
+    assert [e.plugin_id for e in host.load_errors if e.plugin_id.startswith("fakeplug")] == [
+        "fakeplug-policy"
+    ]
+    assert "undeclared" in next(
+        e.cause for e in host.load_errors if e.plugin_id == "fakeplug-policy"
+    )
     assert host.trusted_policies.policies == []  # the half-registered plugin left nothing
 
 
