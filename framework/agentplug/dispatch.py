@@ -201,8 +201,21 @@ def _cancelled_from_outside() -> bool:
 
 
 def _describe(exc: BaseException) -> str:
-    # Exception *types* only: messages may carry secrets or confidential reasons.
+    # Exception *types* only: messages may carry secrets or confidential reasons. The
+    # one message we do show is our own read-only notice, which carries no data.
+    if isinstance(exc, ValidationError) and any(
+        e["type"] in ("frozen_instance", "frozen_field") for e in exc.errors()
+    ):
+        return _READ_ONLY
+    if isinstance(exc, TypeError) and str(exc).startswith("hook events are read-only"):
+        return _READ_ONLY
     return f"raised {type(exc).__name__}"
+
+
+_READ_ONLY = (
+    "tried to modify the read-only event: return a result instead "
+    "(e.g. {'content': ...} or {'params': {...}})"
+)
 
 
 def _start_thread(handler: Handler, event: Event, ctx: Context) -> asyncio.Future[Any]:

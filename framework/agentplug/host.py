@@ -538,6 +538,15 @@ class PluginHost:
         is_async: bool | None = None,
     ) -> None:
         pid = record.plugin_id
+        existing = self._pm.get_name(obj)
+        if existing is not None:
+            owner = self._owners.get(existing)
+            raise DuplicatePluginError(
+                pid,
+                f"this object is already registered as plugin "
+                f"{owner.plugin_id if owner else existing!r} (a module or object can be "
+                "registered once; unregister it first or register another instance)",
+            )
         self._seq += 1
         name = pid if isinstance(obj, ModuleType) or options is None else f"{pid}#{self._seq}"
         if name in self._owners:
