@@ -133,13 +133,28 @@ def cmd_plugins(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    """Validate config and plugins; exit 1 with a readable report when something is wrong."""
+    import difflib
+
     problems: list[str] = []
     notes: list[str] = []
+    source = args.config or os.environ.get("AGENTPLUG_CONFIG")
     try:
         config = _config(args.config)
     except AgentplugError as exc:
         print(f"config: {exc}")
         return 1
+    if source:
+        print(f"config: {source}")
+    else:
+        print("config: defaults (pass --config FILE or set AGENTPLUG_CONFIG)")
+    known_top = set(AgentplugConfig.model_fields) | {
+        f.alias for f in AgentplugConfig.model_fields.values() if f.alias
+    }
+    for key in config.model_extra or {}:
+        close = difflib.get_close_matches(key, sorted(known_top), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else " (kept for the host)"
+        notes.append(f"top-level key {key!r} is not an agentplug setting{hint}")
     host = PluginHost(config)
     host.load_installed(use_cache=False)
     for err in host.load_errors:
@@ -148,10 +163,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for pid, entry in config.plugins.entries.items():
         for hook in entry.hooks.timeouts:
             if hook not in known:
-                problems.append(
-                    f"plugins.entries.{pid}.hooks.timeouts.{hook}: unknown hook "
-                    "(see `agentplug hooks`)"
-                )
+                close = difflib.get_close_matches(hook, sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else " (see `agentplug hooks`)"
+                problems.append(f"plugins.entries.{pid}.hooks.timeouts.{hook}: unknown hook{hint}")
         if pid not in {r.plugin_id for r in host.plugins} and entry.enabled:
             notes.append(f"plugins.entries.{pid}: configured but no such plugin is installed")
     for record in host.plugins:
