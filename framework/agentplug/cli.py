@@ -29,15 +29,29 @@ def _print_json(obj: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .scenario import build_host, load_scenario, run_scenario
+    from .scenario import build_host
+    from .scenario_check import (
+        check,
+        failures_as_json,
+        load_checked_scenario,
+        preflight,
+        render_failures,
+        run_checked,
+    )
 
-    scenario = load_scenario(args.scenario)
-    host = build_host(scenario)
-    reports = asyncio.run(run_scenario(scenario, host))
+    checked = load_checked_scenario(args.scenario)
+    scenario = checked.scenario
+    host = build_host(scenario)  # module: plugins import from the scenario's directory
+    preflight(host, checked, source=args.scenario)  # unknown hooks, invalid events
+    reports = asyncio.run(run_checked(checked, host, source=args.scenario))
+    failures = check(checked, reports)
     if args.json:
         for report in reports:
             print(json.dumps(report.model_dump(mode="json"), default=str))
-        return 0
+        if checked.has_expectations:
+            summary = {"passed": not failures, "failures": failures_as_json(failures)}
+            print(json.dumps({"expectations": summary}, default=str))
+        return 1 if failures else 0
     if scenario.description:
         print(scenario.description)
         print()
@@ -58,6 +72,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             resolution, reason = report.approval["resolution"], report.approval["reason"]
             print(f"  approval: {resolution} -> {verdict}: {reason}")
         print()
+    if failures:
+        print(render_failures(Path(args.scenario).name, len(reports), failures))
+        return 1
+    if checked.has_expectations:
+        count = sum(e.checks_something for e in checked.expectations)
+        print(f"expectations: all met ({count} step{'s' if count != 1 else ''} checked)")
     return 0
 
 
@@ -215,12 +235,26 @@ def cmd_codegen(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
-    parser = argparse.ArgumentParser(prog="agentplug", description=__doc__)
+    parser = argparse.ArgumentParser(prog="agentplug", description="The agentplug command line.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run", help="replay a scenario through real plugins")
-    p.add_argument("scenario")
-    p.add_argument("--json", action="store_true", help="one JSON object per step")
+    p = sub.add_parser(
+        "run",
+        help="replay a scenario through real plugins and check its expectations",
+        description="Replay the hook calls of a scenario file through real plugins and "
+        "check the steps' expect, expect_handlers and expect_approval keys (as the pytest "
+        "scenario items do). 'module:' plugins are imported with the scenario file's "
+        "directory on sys.path.",
+        epilog="exit status: 0 = ran (and every expectation was met), 1 = an expectation "
+        "failed, 2 = the scenario is invalid or cannot run",
+    )
+    p.add_argument("scenario", metavar="SCENARIO.json")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per step, then {"expectations": {"passed", "failures"}} '
+        "when the scenario has expectations",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("hooks", help="list every declared hook")
@@ -258,19 +292,31 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_codegen)
 
     from .actions.cli import add_actions_commands
+    from .api.serve import add_serve_command
     from .approvals_cli import add_approvals_commands
 
     add_actions_commands(sub)
     add_approvals_commands(sub)
+    add_serve_command(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentplug`` console script."""
+    from .scenario import ScenarioError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+    except ScenarioError as exc:
+        print(f"agentplug: {exc}", file=sys.stderr)
+        cause = exc.__cause__
+        if cause is not None and not isinstance(cause, AgentplugError):  # a step crashed
+            import traceback
+
+            traceback.print_exception(cause, file=sys.stderr)
+        return 2
     except AgentplugError as exc:
         print(f"agentplug: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,357 @@
+"""``agentplug serve``: run the local control API for a host built from the config.
+
+``agentplug serve [--config F] [--host H] [--port P] [--token-file F] [--state-dir D]``
+
+1. refuses any bind address that is not loopback (``127.0.0.1`` by default, ``::1`` or
+   ``localhost``): the API runs shell commands and installs packages;
+2. builds a :class:`~agentplug.host.PluginHost` from the config (``--config``, else
+   ``$AGENTPLUG_CONFIG``; its ``customActions`` are what the CRUD endpoints edit) with its
+   state store in the state directory (``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else
+   ``runtime.state_dir``, else ``.agentplug-state``), wires a
+   :class:`~agentplug.approvals.ProgrammaticResolver` into an
+   :class:`~agentplug.approvals.ApprovalBroker` exposed as runtime service ``approvals``,
+   loads the installed plugins and the actions, and fires ``gateway_start``;
+3. reads the bearer token from ``--token-file``, or generates a random one and writes it to
+   ``<state_dir>/api-token`` (mode 0600);
+4. serves with uvicorn until SIGTERM/SIGINT, which the
+   :class:`~agentplug.lifecycle.ShutdownFinalizer` turns into a bounded ``gateway_stop``
+   before the server stops.
+
+This module imports without the ``api`` extra; the command says which extra to install
+when Starlette or uvicorn is missing. ``python -m agentplug.api.serve`` runs it standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import socket
+import stat
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentplug.config import AgentplugConfig, load_config
+from agentplug.errors import AgentplugError
+
+from . import API_EXTRA, is_loopback_name, missing_api_modules
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from agentplug.approvals import ApprovalBroker
+    from agentplug.host import PluginHost
+
+__all__ = [
+    "DEFAULT_PORT",
+    "TOKEN_FILE",
+    "add_serve_command",
+    "build_host",
+    "loopback_bind_address",
+    "main",
+    "start_host",
+    "wire_approvals",
+    "write_token",
+]
+
+DEFAULT_PORT = 8731
+"""Port of ``agentplug serve`` when ``--port`` is not given (``0`` picks a free one)."""
+TOKEN_FILE = "api-token"
+"""Name of the generated token file in the state directory."""
+CONFIG_ENV = "AGENTPLUG_CONFIG"
+STATE_DIR_ENV = "AGENTPLUG_STATE_DIR"
+DEFAULT_STATE_DIR = ".agentplug-state"
+
+_EXIT_USAGE = 2
+_EXIT_FAILED = 1
+
+
+class ServeError(Exception):
+    """A problem that stops ``agentplug serve`` before it serves (message for the operator)."""
+
+
+def loopback_bind_address(host: str) -> str:
+    """The address to bind for ``--host`` (``localhost`` -> ``127.0.0.1``).
+
+    Raises :class:`ServeError` for anything that is not the loopback interface.
+    """
+    value = host.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    if not is_loopback_name(value):
+        raise ServeError(
+            f"refusing to bind the control API to {host!r}: it runs shell commands and "
+            "installs packages, so it only listens on the loopback interface; use "
+            "--host 127.0.0.1 (default), ::1 or localhost, and reach it remotely through an "
+            "SSH tunnel if you must"
+        )
+    return "127.0.0.1" if value.lower().rstrip(".") == "localhost" else value
+
+
+def write_token(state_dir: Path) -> tuple[str, Path]:
+    """Generate a random token and write it to ``<state_dir>/api-token`` (mode 0600)."""
+    token = secrets.token_urlsafe(32)
+    path = state_dir / TOKEN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an older file may have had wider permissions
+        os.write(fd, (token + "\n").encode("ascii"))
+    finally:
+        os.close(fd)
+    return token, path
+
+
+def _read_token(path: Path) -> str:
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ServeError(f"cannot read --token-file {str(path)!r}: {exc.strerror or exc}") from None
+    if len(token) < 16:
+        raise ServeError(
+            f"the token in {str(path)!r} is shorter than 16 characters; use a long random "
+            "token (or omit --token-file to have one generated)"
+        )
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        print(
+            f"agentplug serve: warning: {path} is readable by other users; chmod 600 it",
+            file=sys.stderr,
+        )
+    return token
+
+
+def wire_approvals(host: PluginHost) -> ApprovalBroker:
+    """Register an :class:`ApprovalBroker` with a :class:`ProgrammaticResolver` as runtime
+    service ``approvals`` (grants in ``host.store``); return the one already there if any."""
+    from agentplug.approvals import ApprovalBroker, ProgrammaticResolver
+
+    existing = host.actions.get_service("approvals")
+    if isinstance(existing, ApprovalBroker):
+        return existing
+    broker = ApprovalBroker(ProgrammaticResolver(), store=host.store)
+    host.actions.register_service("approvals", broker)
+    return broker
+
+
+def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
+    """The host ``agentplug serve`` runs: state and plugin manager in ``state_dir``,
+    approvals wired, custom actions' shell handlers going through the same terminal as the
+    API (needs the extra). Raises :class:`~agentplug.errors.ConfigError` for bad settings."""
+    from agentplug.actions.custom import CustomActionServices
+    from agentplug.host import PluginHost
+
+    from .app import HostTerminal
+
+    host = PluginHost(config, state_dir=state_dir)
+    wire_approvals(host)
+    if host.actions.get_service("plugin_manager") is None:
+        from agentplug.plugin_manager import PluginManager
+
+        # One manager rooted at the served state directory, shared by the install endpoint
+        # and the plugin built-ins (INSTALL_PLUGIN, EJECT_PLUGIN, ...).
+        host.actions.register_service("plugin_manager", PluginManager(host, state_dir))
+    if host.actions.custom_services is None:
+        host.actions.custom_services = CustomActionServices.default(
+            terminal=HostTerminal(host, state_dir)
+        )
+    return host
+
+
+async def start_host(host: PluginHost, *, installed: bool = True) -> list[str]:
+    """Load installed plugins (when ``installed``) and the actions, fire ``gateway_start``;
+    return the problems found (readable, one per line)."""
+    if installed:
+        host.load_installed()
+    problems = [str(error) for error in host.load_errors]
+    problems += await host.actions.load()
+    await host.dispatch("gateway_start", {"reason": "startup"}, {"host": "agentplug serve"})
+    return problems
+
+
+def _state_dir(value: str | None, config: AgentplugConfig) -> Path:
+    chosen = value or os.environ.get(STATE_DIR_ENV) or config.runtime.state_dir
+    path = Path(chosen or DEFAULT_STATE_DIR)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise ServeError(f"cannot create state directory {str(path)!r}: {exc}") from None
+    return path
+
+
+def _bind(address: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((address, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ServeError(f"cannot listen on {address} port {port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    address, port = sock.getsockname()[:2]
+    shown = f"[{address}]" if ":" in address else address
+    return f"http://{shown}:{port}"
+
+
+async def _serve(
+    host: PluginHost, app: Starlette, sock: socket.socket, token_path: Path | None
+) -> int:
+    import uvicorn
+
+    from agentplug.lifecycle import ShutdownFinalizer
+
+    class _Server(uvicorn.Server):
+        # The ShutdownFinalizer owns SIGTERM/SIGINT (bounded gateway_stop first); uvicorn
+        # must not replace its handlers, so it stops when we set ``should_exit``.
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    config = uvicorn.Config(
+        app,
+        lifespan="on",
+        log_level="warning",
+        # The access log would record WebSocket URLs, whose ``?token=`` is the API token.
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    server = _Server(config)
+    finalizer = ShutdownFinalizer(host, active_sessions=list)
+    finalizer.install()
+    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+    stopping = asyncio.ensure_future(finalizer.wait())
+    while not server.started and not serving.done():
+        await asyncio.sleep(0.02)
+    if server.started:
+        where = f" (token in {token_path})" if token_path is not None else ""
+        print(f"agentplug API listening on {_url(sock)}{where}", flush=True)
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await serving
+        if not stopping.done():
+            stopping.cancel()
+            await finalizer.finalize("shutdown")
+        finalizer.uninstall()
+        await host.aclose()
+        close = getattr(host.store, "close", None)
+        if callable(close):
+            close()
+    if serving.exception() is not None or not server.started:
+        print("agentplug serve: the server stopped with an error (see above)", file=sys.stderr)
+        return _EXIT_FAILED
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run ``agentplug serve`` with parsed arguments; return the exit code."""
+    try:
+        address = loopback_bind_address(args.host)
+        if not 0 <= args.port <= 65535:
+            raise ServeError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
+    except ServeError as exc:
+        print(f"agentplug serve: error: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    missing = missing_api_modules()
+    if missing:
+        print(
+            f"agentplug serve: the control API needs the optional {API_EXTRA!r} extra "
+            f"(missing: {', '.join(missing)}); install it with: "
+            f"pip install 'agentplug[{API_EXTRA}]'",
+            file=sys.stderr,
+        )
+        return _EXIT_FAILED
+    config_path = args.config or os.environ.get(CONFIG_ENV) or None
+    try:
+        config = load_config(config_path) if config_path else AgentplugConfig()
+        state_dir = _state_dir(args.state_dir, config)
+        if args.token_file:
+            token, token_path = _read_token(Path(args.token_file)), None
+        else:
+            token, token_path = write_token(state_dir)
+        sock = _bind(address, args.port)
+    except (ServeError, AgentplugError) as exc:
+        print(f"agentplug serve: error: {exc}", file=sys.stderr)
+        return _EXIT_USAGE if isinstance(exc, AgentplugError) else _EXIT_FAILED
+    try:
+        return asyncio.run(_run(config, config_path, state_dir, token, token_path, sock))
+    except AgentplugError as exc:  # invalid settings found while building or loading
+        print(f"agentplug serve: error: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    finally:
+        sock.close()
+
+
+async def _run(
+    config: AgentplugConfig,
+    config_path: str | None,
+    state_dir: Path,
+    token: str,
+    token_path: Path | None,
+    sock: socket.socket,
+) -> int:
+    from .app import create_app
+
+    host = build_host(config, state_dir)
+    for problem in await start_host(host):
+        print(f"agentplug serve: warning: {problem}", file=sys.stderr)
+    app = create_app(host, token=token, state_dir=state_dir, config_path=config_path)
+    return await _serve(host, app, sock, token_path)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help=f"JSON config file (default: ${CONFIG_ENV})")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="loopback address to listen on: 127.0.0.1 (default), ::1 or localhost; any "
+        "other address is refused",
+    )
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT}; 0: any)"
+    )
+    parser.add_argument(
+        "--token-file",
+        help=f"file holding the bearer token (default: a new random token written to "
+        f"<state-dir>/{TOKEN_FILE}, mode 0600)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        help=f"state directory (default: ${STATE_DIR_ENV}, runtime.state_dir, {DEFAULT_STATE_DIR})",
+    )
+    parser.set_defaults(func=cmd_serve)
+
+
+def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``serve`` to a CLI's subparsers (what ``ArgumentParser.add_subparsers()`` returned)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help=f"run the local control API on loopback (needs the {API_EXTRA!r} extra)",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
+    _add_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point: ``python -m agentplug.api.serve [options]``."""
+    parser = argparse.ArgumentParser(prog="agentplug serve", description=__doc__)
+    _add_arguments(parser)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
