@@ -33,8 +33,9 @@ Fixtures (function scope):
 
 Scenario files named ``scenario_*.json`` (ini option ``agentplug_scenarios``) are
 collected as one test item per file; steps may carry ``expect``, ``expect_handlers`` and
-``expect_approval``. ``AGENTPLUG_PYTEST_DISABLE=1`` or ``agentplug_disable = true`` turns
-scenario collection off.
+``expect_approval`` (checked by :mod:`agentplug.scenario_check`, as ``agentplug run``
+does). ``AGENTPLUG_PYTEST_DISABLE=1`` or ``agentplug_disable = true`` turns scenario
+collection off.
 
 This module imports nothing from the agentplug runtime at import time: pytest loads it
 in every session of an environment where agentplug is installed.
@@ -43,13 +44,11 @@ in every session of an environment where agentplug is installed.
 from __future__ import annotations
 
 import copy
-import difflib
-import json
 import os
 import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
@@ -66,7 +65,7 @@ if TYPE_CHECKING:
     from agentplug.dispatch import DispatchResult, HandlerReport
     from agentplug.host import PluginHost, PluginRecord
     from agentplug.loader import DiscoveredPlugin
-    from agentplug.scenario import Scenario, StepReport
+    from agentplug.scenario_check import CheckedScenario
 
 __all__ = [
     "DISABLE_ENV",
@@ -805,45 +804,8 @@ def agentplug_approvals(
 
 
 # -- scenario files --------------------------------------------------------------------
-
-_MISSING: Final = object()
-_STEP_EXTRAS: Final = {
-    "expect_handlers": "expect_handlers",
-    "expectHandlers": "expect_handlers",
-    "expect_approval": "expect_approval",
-    "expectApproval": "expect_approval",
-}
-
-
-@dataclass
-class _Expectation:
-    index: int
-    label: str
-    outcome: dict[str, Any] | None = None
-    handlers: dict[str, Any] | None = None
-    approval: Any = _MISSING
-
-
-@dataclass
-class _ScenarioSpec:
-    scenario: Scenario
-    expectations: list[_Expectation]
-
-
-@dataclass
-class _Mismatch:
-    path: str
-    expected: Any
-    actual: Any
-    note: str | None = None
-
-
-@dataclass
-class _StepFailure:
-    expectation: _Expectation
-    hook: str
-    mismatches: list[_Mismatch] = field(default_factory=list)
-    report: StepReport | None = None
+# Reading, preflight, comparison and the failure report live in agentplug.scenario_check
+# (shared with ``agentplug run``); these classes only adapt them to pytest.
 
 
 class ScenarioFailure(AssertionError):
@@ -854,78 +816,15 @@ class _ScenarioBroken(Exception):
     """The scenario could not run (bad plugin, unknown hook, invalid event)."""
 
 
-def _read_scenario(path: Path) -> _ScenarioSpec:
-    from pydantic import ValidationError
-
-    from agentplug.errors import ConfigError
-    from agentplug.scenario import Scenario
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            [("<file>", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")],
-            str(path),
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError([("<root>", "a scenario must be a JSON object")], str(path))
-    extras: list[dict[str, Any]] = []
-    issues: list[tuple[str, str]] = []
-    steps = data.get("steps")
-    if isinstance(steps, list):
-        cleaned = []
-        for index, raw in enumerate(steps):
-            found: dict[str, Any] = {}
-            if isinstance(raw, dict):
-                raw = dict(raw)
-                for key, name in _STEP_EXTRAS.items():
-                    if key in raw:
-                        found[name] = raw.pop(key)
-            handlers = found.get("expect_handlers")
-            if handlers is not None and not isinstance(handlers, dict):
-                issues.append(
-                    (f"steps.{index}.expect_handlers", '{"<plugin id>": "<status>"} expected')
-                )
-            approval = found.get("expect_approval")
-            if approval is not None and not isinstance(approval, dict):
-                issues.append(
-                    (f"steps.{index}.expect_approval", '{"allowed": true|false, ...} expected')
-                )
-            extras.append(found)
-            cleaned.append(raw)
-        data = {**data, "steps": cleaned}
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        issues += [(".".join(str(x) for x in e["loc"]) or "<root>", e["msg"]) for e in exc.errors()]
-    if issues:
-        raise ConfigError(issues, str(path))
-    expectations = []
-    for index, step in enumerate(scenario.steps):
-        found = extras[index] if index < len(extras) else {}
-        label = f"step {index + 1} (steps[{index}])"
-        if step.name:
-            label = f"step {index + 1} {json.dumps(step.name)} (steps[{index}])"
-        expectations.append(
-            _Expectation(
-                index=index,
-                label=label,
-                outcome=step.expect,
-                handlers=found.get("expect_handlers"),
-                approval=found.get("expect_approval", _MISSING),
-            )
-        )
-    return _ScenarioSpec(scenario, expectations)
-
-
 class ScenarioFile(pytest.File):
     """A ``scenario_*.json`` file: one :class:`ScenarioItem` running every step."""
 
     def collect(self) -> Iterator[ScenarioItem]:
         from agentplug.errors import AgentplugError
+        from agentplug.scenario_check import load_checked_scenario
 
         try:
-            spec = _read_scenario(self.path)
+            spec = load_checked_scenario(self.path)
         except AgentplugError as exc:
             raise self.CollectError(f"{self.path.name}: {exc}") from None
         yield ScenarioItem.from_parent(self, name="scenario", spec=spec)
@@ -934,7 +833,7 @@ class ScenarioFile(pytest.File):
 class ScenarioItem(pytest.Item):
     """Runs a scenario file through ``build_host`` / ``run_scenario`` and checks it."""
 
-    def __init__(self, *, spec: _ScenarioSpec, **kwargs: Any) -> None:
+    def __init__(self, *, spec: CheckedScenario, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.spec = spec
         description = spec.scenario.description
@@ -945,33 +844,31 @@ class ScenarioItem(pytest.Item):
         import asyncio
 
         from agentplug.errors import AgentplugError
-        from agentplug.scenario import build_host, run_scenario
+        from agentplug.scenario import build_host
+        from agentplug.scenario_check import (
+            ScenarioError,
+            ScenarioRunError,
+            check,
+            preflight,
+            render_failures,
+            run_checked,
+        )
 
-        scenario = self.spec.scenario
         try:
-            host = build_host(scenario)
+            host = build_host(self.spec.scenario)
         except AgentplugError as exc:
             raise _ScenarioBroken(f"the scenario's plugins could not be loaded: {exc}") from exc
-        _preflight(host, self.spec)
-        # Which step is running: run_scenario dispatches each step once, in order.
-        tracker = DispatchRecorder(host)
-        tracker.install()
         try:
-            reports = asyncio.run(run_scenario(scenario, host))
-        except Exception as exc:
-            index = max(len(tracker.records) - 1, 0)
-            where = "before the first step"
-            if index < len(self.spec.expectations) and tracker.records:
-                step = scenario.steps[index]
-                where = f"at {self.spec.expectations[index].label} {step.hook}"
-            raise _ScenarioBroken(
-                f"running the scenario failed {where}: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            tracker.uninstall()
-        failures = _compare(self.spec, reports)
+            preflight(host, self.spec)
+        except ScenarioError as exc:
+            raise _ScenarioBroken(str(exc)) from None
+        try:
+            reports = asyncio.run(run_checked(self.spec, host))
+        except ScenarioRunError as exc:
+            raise _ScenarioBroken(exc.detail) from exc.__cause__
+        failures = check(self.spec, reports)
         if failures:
-            raise ScenarioFailure(_render(self.path.name, len(reports), failures))
+            raise ScenarioFailure(render_failures(self.path.name, len(reports), failures))
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
@@ -996,174 +893,3 @@ def _expected_errors() -> tuple[type[BaseException], ...]:
     from agentplug.errors import AgentplugError
 
     return (AgentplugError,)
-
-
-def _preflight(host: PluginHost, spec: _ScenarioSpec) -> None:
-    """Name the step of an unknown hook or invalid event before anything runs."""
-    from pydantic import ValidationError
-
-    problems: list[str] = []
-    for expectation, step in zip(spec.expectations, spec.scenario.steps, strict=True):
-        decl = host.declarations.get(step.hook)
-        if decl is None:
-            close = difflib.get_close_matches(step.hook, list(host.declarations), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            problems.append(f"{expectation.label}: unknown hook {step.hook!r}{hint}")
-            continue
-        if decl.deprecation is not None and decl.deprecation.alias_of:
-            decl = host.declarations.get(decl.deprecation.alias_of, decl)
-        for what, model, value in (("event", decl.event, step.event), ("ctx", decl.ctx, step.ctx)):
-            try:
-                model.model_validate(value)
-            except ValidationError as exc:
-                errors = "; ".join(
-                    f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}"
-                    for e in exc.errors()
-                )
-                problems.append(f"{expectation.label} ({step.hook}): invalid {what}: {errors}")
-    if problems:
-        raise _ScenarioBroken("the scenario cannot run:\n  " + "\n  ".join(problems))
-
-
-# -- comparison ------------------------------------------------------------------------
-
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def _join(path: str, key: object) -> str:
-    if isinstance(key, str) and _IDENT.match(key):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key)}]"
-
-
-def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-def _equal(expected: Any, actual: Any) -> bool:
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return type(expected) is type(actual) and expected == actual
-    return bool(expected == actual)
-
-
-def _match(expected: Any, actual: Any, path: str, out: list[_Mismatch]) -> None:
-    """Subset match: every key of an expected dict must match; lists match item by item."""
-    if isinstance(expected, dict):
-        if not isinstance(actual, dict):
-            out.append(_Mismatch(path, expected, actual))
-            return
-        for key, value in expected.items():
-            name = key if key in actual else _snake(str(key))
-            sub = _join(path, key)
-            if name not in actual:
-                # Outcome dumps leave out None fields: a missing key equals null.
-                if value is not None:
-                    out.append(_Mismatch(sub, value, _MISSING))
-                continue
-            _match(value, actual[name], sub, out)
-    elif isinstance(expected, list):
-        if not isinstance(actual, list) or len(actual) != len(expected):
-            out.append(_Mismatch(path, expected, actual))
-            return
-        for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
-            _match(want, got, f"{path}[{index}]", out)
-    elif not _equal(expected, actual):
-        out.append(_Mismatch(path, expected, actual))
-
-
-def _match_handlers(
-    expected: Mapping[str, Any], reports: list[dict[str, Any]], out: list[_Mismatch]
-) -> None:
-    by_plugin: dict[str, list[dict[str, Any]]] = {}
-    for report in reports:
-        by_plugin.setdefault(str(report.get("plugin_id")), []).append(report)
-    summary = _handler_summary(reports)
-    for plugin_id, want in expected.items():
-        path = f"handlers[{json.dumps(plugin_id)}]"
-        got = by_plugin.get(plugin_id, [])
-        if want is None:
-            if got:
-                statuses = [r.get("status") for r in got]
-                out.append(_Mismatch(path, None, statuses, "the plugin was expected not to run"))
-            continue
-        if not got:
-            out.append(
-                _Mismatch(path, want, _MISSING, f"no handler of this plugin ran ({summary})")
-            )
-            continue
-        wants = want if isinstance(want, list) else [want] * len(got)
-        if len(wants) != len(got):
-            statuses = [r.get("status") for r in got]
-            out.append(_Mismatch(path, want, statuses, f"{len(got)} handler(s) ran"))
-            continue
-        for index, (one, report) in enumerate(zip(wants, got, strict=True)):
-            where = path if len(got) == 1 else f"{path}[{index}]"
-            pattern = {"status": one} if isinstance(one, str) else one
-            found: list[_Mismatch] = []
-            _match(pattern, report, where, found)
-            for mismatch in found:
-                if report.get("error"):
-                    mismatch.note = f"error: {report['error']}"
-            out.extend(found)
-
-
-def _handler_summary(reports: list[dict[str, Any]]) -> str:
-    if not reports:
-        return "no handler ran"
-    return "handlers: " + ", ".join(f"{r.get('plugin_id')}={r.get('status')}" for r in reports)
-
-
-def _compare(spec: _ScenarioSpec, reports: list[StepReport]) -> list[_StepFailure]:
-    failures = []
-    for expectation, report in zip(spec.expectations, reports, strict=False):
-        failure = _StepFailure(expectation, report.hook, report=report)
-        if expectation.outcome is not None:
-            _match(expectation.outcome, report.outcome, "outcome", failure.mismatches)
-        if expectation.handlers is not None:
-            _match_handlers(expectation.handlers, report.handlers, failure.mismatches)
-        if expectation.approval is not _MISSING:
-            want = expectation.approval
-            if want is None:
-                if report.approval is not None:
-                    failure.mismatches.append(
-                        _Mismatch("approval", None, report.approval, "no approval was expected")
-                    )
-            elif report.approval is None:
-                failure.mismatches.append(
-                    _Mismatch("approval", want, _MISSING, "no approval was requested")
-                )
-            else:
-                _match(want, report.approval, "approval", failure.mismatches)
-                if failure.mismatches and report.approval.get("reason"):
-                    for mismatch in failure.mismatches:
-                        if mismatch.path.startswith("approval") and mismatch.note is None:
-                            mismatch.note = f"reason: {report.approval['reason']}"
-        if failure.mismatches:
-            failures.append(failure)
-    return failures
-
-
-def _show(value: Any, limit: int = 600) -> str:
-    if value is _MISSING:
-        return "<missing>"
-    text = json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _render(name: str, steps: int, failures: list[_StepFailure]) -> str:
-    count = len(failures)
-    plural = "s" if steps != 1 else ""
-    lines = [f"{name}: {count} of {steps} step{plural} did not meet expectations"]
-    for failure in failures:
-        lines.append("")
-        lines.append(f"{failure.expectation.label} {failure.hook}:")
-        for mismatch in failure.mismatches:
-            lines.append(f"  {mismatch.path}")
-            lines.append(f"    expected: {_show(mismatch.expected)}")
-            lines.append(f"    actual:   {_show(mismatch.actual)}")
-            if mismatch.note:
-                lines.append(f"    ({mismatch.note})")
-        if failure.report is not None:
-            lines.append(f"  actual outcome: {_show(failure.report.outcome, 400)}")
-            lines.append(f"  {_handler_summary(failure.report.handlers)}")
-    return "\n".join(lines)

@@ -5,29 +5,76 @@
  "config": {"plugins": {"entries": {...}}},
  "plugins": ["tool-preflight", "module:my_pkg.plugin", {"id": "x", "module": "pkg.mod:obj"}],
  "approvals": {"web_search": "allow-once"} | ["deny", ...] | {"default": "deny"},
- "steps": [{"hook": "before_tool_call", "event": {...}, "ctx": {...}}]}
+ "steps": [{"hook": "before_tool_call", "event": {...}, "ctx": {...},
+            "expect": {...}, "expect_handlers": {...}, "expect_approval": {...}}]}
 ```
 Entry-point names load installed plugins; ``module:`` paths import local plugins
-(registered as bundled: the host loads them itself).
+(registered as bundled: the host loads them itself). While they are imported, the
+directory of the scenario file is put first on ``sys.path`` (and removed afterwards, like
+pytest's rootdir handling), so a plugin module next to the scenario file imports without
+``PYTHONPATH``. Modules already imported (``sys.modules``) are reused as they are.
+
+The ``expect*`` keys of a step are checked by :mod:`agentplug.scenario_check` (used by
+``agentplug run`` and the pytest scenario items).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+)
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from .approvals import ApprovalBroker, ScriptedResolver
 from .config import AgentplugConfig
-from .errors import ConfigError, PluginLoadError
+from .errors import AgentplugError, PluginLoadError
 from .host import PluginHost
-from .loader import ENTRY_POINT_GROUP, discover
+from .loader import ENTRY_POINT_GROUP, DiscoveredPlugin, discover
 
-__all__ = ["Scenario", "ScenarioStep", "StepReport", "load_scenario", "run_scenario"]
+__all__ = [
+    "HandlerExpectation",
+    "Scenario",
+    "ScenarioError",
+    "ScenarioStep",
+    "StepReport",
+    "build_host",
+    "load_scenario",
+    "parse_scenario",
+    "run_scenario",
+    "step_label",
+]
+
+
+class ScenarioError(AgentplugError):
+    """A scenario is invalid or cannot run. ``issues`` lists ``(where, problem)`` pairs."""
+
+    def __init__(
+        self,
+        issues: list[tuple[str, str]],
+        source: str | None = None,
+        *,
+        headline: str | None = None,
+    ) -> None:
+        self.issues = issues
+        self.source = source
+        where = f" in {source}" if source else ""
+        lines = [headline or f"invalid scenario{where}:"]
+        lines += [f"  {key}: {problem}" for key, problem in issues]
+        super().__init__("\n".join(lines))
 
 
 class _Model(BaseModel):
@@ -43,18 +90,46 @@ class PluginRef(_Model):
     bundled: bool | None = None
 
 
+_HANDLER_FORMS = (
+    'a status ("ok"), a list of statuses or report patterns, a report pattern '
+    '({"status": "error", "error": "..."}) or null'
+)
+
+
+def _check_handler_expectation(value: Any) -> Any:
+    one = (str, dict)
+    if value is None or isinstance(value, one):
+        return value
+    if isinstance(value, list) and all(isinstance(v, one) for v in value):
+        return value
+    raise PydanticCustomError(
+        "expect_handlers",
+        "expected {forms}, got {got}",
+        {"forms": _HANDLER_FORMS, "got": json.dumps(value, default=repr)},
+    )
+
+
+HandlerExpectation = Annotated[
+    str | dict[str, Any] | list[str | dict[str, Any]] | None,
+    BeforeValidator(_check_handler_expectation),
+]
+"""What ``expect_handlers`` may say about one plugin."""
+
+
 class ScenarioStep(_Model):
-    """One hook call."""
+    """One hook call, with optional expectations (see :mod:`agentplug.scenario_check`)."""
 
     hook: str
     event: dict[str, Any] = Field(default_factory=dict)
     ctx: dict[str, Any] = Field(default_factory=dict)
     expect: dict[str, Any] | None = None
-    """Expected outcome fields (checked by the pytest scenario collector)."""
-    expect_handlers: dict[str, str] | None = None
-    """Expected status per plugin id (``{"tool-preflight": "ok"}``)."""
+    """Expected outcome fields (subset match on ``outcome.model_dump(mode="json")``)."""
+    expect_handlers: dict[str, HandlerExpectation] | None = None
+    """Expected handler reports per plugin id: ``"ok"``, ``["ok", "skipped"]``,
+    ``{"status": "error", "error": "..."}`` or ``null`` (the plugin did not run)."""
     expect_approval: dict[str, Any] | None = None
-    """Expected approval verdict fields (``{"allowed": true}``)."""
+    """Expected approval verdict fields (``{"allowed": true}``); ``null``: no approval may
+    be requested; absent: not checked."""
     name: str | None = None
 
 
@@ -66,6 +141,24 @@ class Scenario(_Model):
     plugins: list[str | PluginRef] = Field(default_factory=list)
     approvals: dict[str, Any] | list[str] | None = None
     steps: list[ScenarioStep] = Field(default_factory=list)
+    _path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def path(self) -> Path | None:
+        """The file the scenario was read from (``None`` when built in memory)."""
+        return self._path
+
+    @property
+    def base_dir(self) -> Path | None:
+        """The directory ``module:`` plugins are imported from (the file's directory)."""
+        return self._path.parent if self._path is not None else None
+
+
+def step_label(index: int, name: str | None) -> str:
+    """``step 2 "name" (steps[1])``: steps are numbered from 1, with their index."""
+    if name:
+        return f"step {index + 1} {json.dumps(name)} (steps[{index}])"
+    return f"step {index + 1} (steps[{index}])"
 
 
 class StepReport(BaseModel):
@@ -77,30 +170,108 @@ class StepReport(BaseModel):
     approval: dict[str, Any] | None = None
 
 
+def _step_context(data: Any, loc: tuple[int | str, ...]) -> str:
+    """`` (step 2 "name", hook before_tool_call)`` for an error inside ``steps[i]``."""
+    if len(loc) < 2 or loc[0] != "steps" or not isinstance(loc[1], int):
+        return ""
+    index = loc[1]
+    steps = data.get("steps") if isinstance(data, dict) else None
+    raw = steps[index] if isinstance(steps, list) and index < len(steps) else None
+    parts = [f"step {index + 1}"]
+    if isinstance(raw, dict):
+        if isinstance(raw.get("name"), str) and raw["name"]:
+            parts[0] += f" {json.dumps(raw['name'])}"
+        if isinstance(raw.get("hook"), str):
+            parts.append(f"hook {raw['hook']}")
+    return f" ({', '.join(parts)})"
+
+
+def parse_scenario(data: Any, source: str | Path | None = None) -> Scenario:
+    """Validate scenario data (a parsed JSON object); errors name the key and the step."""
+    where = str(source) if source is not None else None
+    if not isinstance(data, dict):
+        raise ScenarioError([("<root>", "a scenario must be a JSON object")], where)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        issues = [
+            (
+                ".".join(str(x) for x in e["loc"]) or "<root>",
+                e["msg"] + _step_context(data, e["loc"]),
+            )
+            for e in exc.errors()
+        ]
+        raise ScenarioError(issues, where) from None
+    if source is not None:
+        scenario._path = Path(source).resolve()
+    return scenario
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; errors name the key."""
+    """Read and validate a scenario file; errors name the key (and the step)."""
     p = Path(path)
     try:
-        return Scenario.model_validate(json.loads(p.read_text(encoding="utf-8")))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError([("<file>", f"{p} does not exist")], str(p)) from None
+        raise ScenarioError([("<file>", f"{p} does not exist")], str(p)) from None
+    except OSError as exc:
+        raise ScenarioError(
+            [("<file>", f"cannot read {p}: {exc.strerror or exc}")], str(p)
+        ) from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError([("<file>", f"invalid JSON: {exc}")], str(p)) from None
-    except ValidationError as exc:
-        issues = [(".".join(str(x) for x in e["loc"]) or "<root>", e["msg"]) for e in exc.errors()]
-        raise ConfigError(issues, str(p)) from None
+        raise ScenarioError(
+            [("<file>", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")],
+            str(p),
+        ) from None
+    return parse_scenario(data, p)
 
 
 def _import(path: str) -> object:
     module_name, _, attr = path.partition(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, attr) if attr else module
+    obj: object = importlib.import_module(module_name)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
 
 
-def build_host(scenario: Scenario, *, use_cache: bool = True) -> PluginHost:
-    """A host with the scenario's config and plugins (failures raise, naming the plugin)."""
+@contextmanager
+def _on_sys_path(directory: Path | None) -> Iterator[None]:
+    """Put ``directory`` first on ``sys.path`` for the duration (unless already there)."""
+    entry = str(directory) if directory is not None else None
+    if entry is None or entry in sys.path:
+        yield
+        return
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        with suppress(ValueError):  # somebody removed it already
+            sys.path.remove(entry)
+
+
+def build_host(
+    scenario: Scenario, *, use_cache: bool = True, base_dir: str | Path | None = None
+) -> PluginHost:
+    """A host with the scenario's config and plugins (failures raise, naming the plugin).
+
+    ``module:`` plugins are imported with ``base_dir`` (default: the directory of the
+    scenario file, :attr:`Scenario.base_dir`) first on ``sys.path``; the entry is removed
+    again once the plugins are loaded.
+    """
     host = PluginHost(AgentplugConfig.parse(scenario.config, "scenario config"))
     installed = {p.name: p for p in discover(ENTRY_POINT_GROUP, use_cache=use_cache)}
+    directory = Path(base_dir).resolve() if base_dir is not None else scenario.base_dir
+    with _on_sys_path(directory):
+        _load_plugins(host, scenario, installed)
+    return host
+
+
+def _load_plugins(
+    host: PluginHost, scenario: Scenario, installed: dict[str, DiscoveredPlugin]
+) -> None:
     for raw in scenario.plugins:
         ref = (
             PluginRef(module=raw[len("module:") :])
@@ -144,7 +315,6 @@ def build_host(scenario: Scenario, *, use_cache: bool = True) -> PluginHost:
             version=found.version,
             source=found.value,
         )
-    return host
 
 
 def _opaque(value: Any) -> Any:
@@ -164,14 +334,24 @@ def _resolver(approvals: dict[str, Any] | list[str] | None) -> ScriptedResolver 
     return ScriptedResolver(per_tool, default=default)
 
 
-async def run_scenario(scenario: Scenario, host: PluginHost | None = None) -> list[StepReport]:
-    """Replay every step; approvals are resolved with the scripted decisions."""
+async def run_scenario(
+    scenario: Scenario,
+    host: PluginHost | None = None,
+    *,
+    on_step: Callable[[int], None] | None = None,
+) -> list[StepReport]:
+    """Replay every step; approvals are resolved with the scripted decisions.
+
+    ``on_step(index)`` is called before each step runs (to name the step of a crash).
+    """
     host = host or build_host(scenario)
     host.timings = True
     broker = ApprovalBroker(_resolver(scenario.approvals))
     reports: list[StepReport] = []
     try:
-        for step in scenario.steps:
+        for index, step in enumerate(scenario.steps):
+            if on_step is not None:
+                on_step(index)
             result = await host.dispatch(step.hook, step.event, step.ctx)
             approval = None
             outcome = result.outcome
