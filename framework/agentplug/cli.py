@@ -43,7 +43,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = checked.scenario
     host = build_host(scenario)  # module: plugins import from the scenario's directory
     preflight(host, checked, source=args.scenario)  # unknown hooks, invalid events
-    reports = asyncio.run(run_checked(checked, host, source=args.scenario))
+    reports = asyncio.run(
+        run_checked(checked, host, source=args.scenario, interactive=sys.stdin.isatty())
+    )
     failures = check(checked, reports)
     if args.json:
         for report in reports:

@@ -39,7 +39,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from .approvals import ApprovalBroker, ScriptedResolver
+from .approvals import ApprovalBroker, ApprovalResolver, ScriptedResolver, TerminalResolver
 from .config import AgentplugConfig
 from .errors import AgentplugError, PluginLoadError
 from .host import PluginHost
@@ -339,14 +339,21 @@ async def run_scenario(
     host: PluginHost | None = None,
     *,
     on_step: Callable[[int], None] | None = None,
+    interactive: bool = False,
 ) -> list[StepReport]:
     """Replay every step; approvals are resolved with the scripted decisions.
 
-    ``on_step(index)`` is called before each step runs (to name the step of a crash).
+    Without scripted decisions, ``interactive=True`` asks a person on the terminal
+    (``agentplug run`` sets it when stdin is a terminal); otherwise an approval request
+    finds no resolver and blocks. ``on_step(index)`` is called before each step runs
+    (to name the step of a crash).
     """
     host = host or build_host(scenario)
     host.timings = True
-    broker = ApprovalBroker(_resolver(scenario.approvals))
+    resolver: ApprovalResolver | None = _resolver(scenario.approvals)
+    if resolver is None and interactive:
+        resolver = TerminalResolver()
+    broker = ApprovalBroker(resolver)
     reports: list[StepReport] = []
     try:
         for index, step in enumerate(scenario.steps):

@@ -217,13 +217,19 @@ def preflight(host: PluginHost, checked: CheckedScenario, *, source: str | None 
 
 
 async def run_checked(
-    checked: CheckedScenario, host: PluginHost, *, source: str | None = None
+    checked: CheckedScenario,
+    host: PluginHost,
+    *,
+    source: str | None = None,
+    interactive: bool = False,
 ) -> list[StepReport]:
     """``run_scenario``; an exception is re-raised as :class:`ScenarioRunError` naming
     the step that was running (the original is its ``__cause__``)."""
     current: list[int] = []
     try:
-        return await run_scenario(checked.scenario, host, on_step=current.append)
+        return await run_scenario(
+            checked.scenario, host, on_step=current.append, interactive=interactive
+        )
     except Exception as exc:
         index = current[-1] if current else None
         where = "before the first step"
