@@ -309,6 +309,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Commands report problems themselves (handler reports, doctor notes); runtime log
+    # records are shown from AGENTPLUG_LOG_LEVEL (default ERROR) so output stays readable.
+    import logging
+
+    logging.basicConfig(
+        level=os.environ.get("AGENTPLUG_LOG_LEVEL", "ERROR").upper(),
+        format="agentplug %(levelname)s %(name)s: %(message)s",
+    )
     try:
         code: int = args.func(args)
     except ScenarioError as exc:

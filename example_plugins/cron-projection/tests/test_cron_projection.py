@@ -1,4 +1,8 @@
-"""cron-projection through a real PluginHost, CronService and scheduler snapshots."""
+"""cron-projection on agentplug's fixture host, with a CronService and scheduler snapshots.
+
+The cron adapter and the ``CronService`` are not covered by the fixtures: the tests drive
+them with ``asyncio.run`` on ``agentplug_host``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,13 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
+from agentplug.dispatch import HandlerStatus
 from agentplug.lifecycle import CronService, Scheduler
+from agentplug.pytest_plugin import PluginLoader
 from agentplug.signals import AbortController, AbortError, AbortSignal
 from agentplug_cron_projection import (
     PLUGIN_ID,
@@ -63,17 +70,34 @@ class Sleeps:
         signal.throw_if_aborted()
 
 
-def setup(
-    adapter: FakeWakeHost, sleeps: Sleeps | None = None
-) -> tuple[PluginHost, CronService, CronProjection]:
-    host = PluginHost()
+@pytest.fixture
+def adapter() -> FakeWakeHost:
+    return FakeWakeHost()
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+def projection(
+    agentplug_load: PluginLoader, adapter: FakeWakeHost, sleeps: Sleeps
+) -> CronProjection:
+    """The projection on ``adapter``, registered as a third-party plugin on the fixture host."""
     made: list[CronProjection] = []
 
     def plugin(api: PluginApi) -> None:
-        made.append(register_cron_projection(api, adapter, sleep=sleeps or Sleeps()))
+        made.append(register_cron_projection(api, adapter, sleep=sleeps))
 
-    host.register(plugin, PLUGIN_ID, bundled=False)
-    return host, CronService(host), made[0]
+    agentplug_load(plugin, PLUGIN_ID, bundled=False)
+    return made[0]
+
+
+@pytest.fixture
+def cron(agentplug_host: PluginHost, projection: CronProjection) -> CronService:
+    """The host's cron service: dispatches cron_reconciled / cron_changed to the plugin."""
+    return CronService(agentplug_host)
 
 
 def jobs() -> Scheduler:
@@ -88,18 +112,17 @@ def jobs() -> Scheduler:
     )
 
 
-def test_reconcile_projects_enabled_wakes_sorted_by_time_then_id() -> None:
-    adapter = FakeWakeHost()
-    _, cron, projection = setup(adapter)
+def test_reconcile_projects_enabled_wakes_sorted_by_time_then_id(
+    cron: CronService, adapter: FakeWakeHost, projection: CronProjection
+) -> None:
     asyncio.run(cron.reconcile(jobs(), "startup"))
     assert adapter.accepted == [[("c", 1000), ("a", 2000), ("b", 2000)]]
     assert projection.applied_revision == projection.requested_revision == 1
 
 
-def test_a_disabled_cron_replaces_everything_with_nothing() -> None:
-    adapter = FakeWakeHost()
-    _, cron, _ = setup(adapter)
-
+def test_a_disabled_cron_replaces_everything_with_nothing(
+    cron: CronService, adapter: FakeWakeHost
+) -> None:
     async def main() -> None:
         await cron.reconcile(jobs(), "startup")
         await cron.reconcile(jobs(), "reload", enabled=False)
@@ -108,16 +131,16 @@ def test_a_disabled_cron_replaces_everything_with_nothing() -> None:
     assert adapter.accepted[-1] == []
 
 
-def test_cron_changed_before_any_baseline_does_nothing() -> None:
-    adapter = FakeWakeHost()
-    _, cron, projection = setup(adapter)
+def test_cron_changed_before_any_baseline_does_nothing(
+    cron: CronService, adapter: FakeWakeHost, projection: CronProjection
+) -> None:
     asyncio.run(cron.changed({"id": "a"}, "added"))
     assert adapter.accepted == [] and projection.requested_revision == 0
 
 
-def test_cron_changed_rereads_the_adopted_scheduler_only() -> None:
-    adapter = FakeWakeHost()
-    _, cron, _ = setup(adapter)
+def test_cron_changed_rereads_the_adopted_scheduler_only(
+    cron: CronService, adapter: FakeWakeHost
+) -> None:
     old, new = jobs(), Scheduler([{"id": "new", "state": {"next_run_at_ms": 7}}])
 
     async def main() -> None:
@@ -133,17 +156,19 @@ def test_cron_changed_rereads_the_adopted_scheduler_only() -> None:
     assert adapter.accepted[1:] == [[("new", 7)], [("new", 7)], [("added", 3), ("new", 7)]]
 
 
-def test_failures_retry_with_exponential_backoff_capped_at_30_s() -> None:
-    adapter, sleeps = FakeWakeHost(failures=7), Sleeps()
-    _, cron, projection = setup(adapter, sleeps)
+def test_failures_retry_with_exponential_backoff_capped_at_30_s(
+    cron: CronService, adapter: FakeWakeHost, sleeps: Sleeps, projection: CronProjection
+) -> None:
+    adapter.failures = 7
     asyncio.run(cron.reconcile(jobs()))
     assert sleeps.delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
     assert len(adapter.accepted) == 1 and projection.applied_revision == 1
 
 
-def test_backoff_resets_after_a_success() -> None:
-    adapter, sleeps = FakeWakeHost(failures=2), Sleeps()
-    _, cron, _ = setup(adapter, sleeps)
+def test_backoff_resets_after_a_success(
+    cron: CronService, adapter: FakeWakeHost, sleeps: Sleeps
+) -> None:
+    adapter.failures = 2
 
     async def main() -> None:
         await cron.reconcile(jobs())
@@ -154,9 +179,9 @@ def test_backoff_resets_after_a_success() -> None:
     assert sleeps.delays == [1.0, 2.0, 1.0]
 
 
-def test_a_newer_revision_aborts_the_attempt_in_flight() -> None:
-    adapter = FakeWakeHost()
-    _, cron, projection = setup(adapter)
+def test_a_newer_revision_aborts_the_attempt_in_flight(
+    cron: CronService, adapter: FakeWakeHost, projection: CronProjection
+) -> None:
     scheduler = jobs()
 
     async def main() -> None:
@@ -175,10 +200,9 @@ def test_a_newer_revision_aborts_the_attempt_in_flight() -> None:
     assert projection.applied_revision == projection.requested_revision == 3
 
 
-def test_a_newer_scheduler_snapshot_aborts_the_old_snapshots_attempt() -> None:
-    adapter = FakeWakeHost()
-    _, cron, _ = setup(adapter)
-
+def test_a_newer_scheduler_snapshot_aborts_the_old_snapshots_attempt(
+    cron: CronService, adapter: FakeWakeHost
+) -> None:
     async def main() -> None:
         adapter.hold, adapter.entered = asyncio.Event(), asyncio.Event()
         first = asyncio.ensure_future(cron.reconcile(jobs(), "startup"))
@@ -192,16 +216,19 @@ def test_a_newer_scheduler_snapshot_aborts_the_old_snapshots_attempt() -> None:
     assert adapter.accepted == [[("z", 1)]]
 
 
-def test_gateway_stop_aborts_waits_for_the_worker_and_closes_the_adapter() -> None:
-    adapter = FakeWakeHost()
-    host, cron, projection = setup(adapter)
-
+def test_gateway_stop_aborts_waits_for_the_worker_and_closes_the_adapter(
+    agentplug_host: PluginHost,
+    cron: CronService,
+    adapter: FakeWakeHost,
+    projection: CronProjection,
+) -> None:
     async def main() -> None:
         await cron.reconcile(jobs())
         adapter.hold, adapter.entered = asyncio.Event(), asyncio.Event()
         pending = asyncio.ensure_future(cron.changed({"id": "a"}, "updated"))
         await adapter.entered.wait()
-        await host.dispatch("gateway_stop", {"reason": "shutdown"})
+        stop = await agentplug_host.dispatch("gateway_stop", {"reason": "shutdown"})
+        assert [h.status for h in stop.handlers] == [HandlerStatus.OK]
         assert projection._worker is not None and projection._worker.done()
         await pending
         await cron.changed({"id": "a"}, "updated")  # after stop: nothing more projected
@@ -212,19 +239,19 @@ def test_gateway_stop_aborts_waits_for_the_worker_and_closes_the_adapter() -> No
     assert adapter.refused_after_abort == 1 and len(adapter.accepted) == 1
 
 
-def test_a_backoff_sleep_is_cut_short_by_gateway_stop() -> None:
+def test_a_backoff_sleep_is_cut_short_by_gateway_stop(
+    agentplug_host: PluginHost, agentplug_load: PluginLoader
+) -> None:
     adapter = FakeWakeHost(failures=100)
+    made: list[CronProjection] = []
+    # The real (1 s .. 30 s) abortable sleep.
+    agentplug_load(lambda api: made.append(register_cron_projection(api, adapter)), PLUGIN_ID)
+    cron = CronService(agentplug_host)
 
     async def main() -> None:
-        host = PluginHost()
-        made: list[CronProjection] = []
-        host.register(
-            lambda api: made.append(register_cron_projection(api, adapter)), PLUGIN_ID
-        )  # the real (1 s .. 30 s) abortable sleep
-        cron = CronService(host)
         reconciling = asyncio.ensure_future(cron.reconcile(jobs()))
         await asyncio.sleep(0.05)  # the worker now sleeps 1 s before its retry
-        await asyncio.wait_for(host.dispatch("gateway_stop", {}), timeout=10)
+        await asyncio.wait_for(agentplug_host.dispatch("gateway_stop", {}), timeout=10)
         await asyncio.wait_for(reconciling, timeout=10)
 
     asyncio.run(main())
@@ -234,37 +261,39 @@ def test_a_backoff_sleep_is_cut_short_by_gateway_stop() -> None:
 # -- the installed entry point and the file adapter ------------------------------------
 
 
-def test_the_installed_entry_point_projects_into_a_json_file(tmp_path: Path) -> None:
-    target = tmp_path / "wakes.json"
-    host = PluginHost(
-        {
-            "plugins": {
-                "allow": [PLUGIN_ID],
-                "entries": {PLUGIN_ID: {"config": {"path": str(target)}}},
-            }
+class TestTheInstalledEntryPointWithAPath:
+    @pytest.fixture
+    def target(self, tmp_path: Path) -> Path:
+        return tmp_path / "wakes.json"
+
+    @pytest.fixture
+    def agentplug_config(self, target: Path) -> dict[str, Any]:
+        """Operator config: project into the JSON file ``target``."""
+        return {"plugins": {"entries": {PLUGIN_ID: {"config": {"path": str(target)}}}}}
+
+    def test_the_installed_entry_point_projects_into_a_json_file(
+        self, agentplug_host: PluginHost, agentplug_load: PluginLoader, target: Path
+    ) -> None:
+        record = agentplug_load(PLUGIN_ID)
+        assert agentplug_host.plugins == [record]
+        assert (record.plugin_id, record.bundled) == (PLUGIN_ID, False)
+        assert sorted(record.hooks) == ["cron_changed", "cron_reconciled", "gateway_stop"]
+        cron = CronService(agentplug_host)
+        asyncio.run(cron.reconcile(jobs()))
+        assert json.loads(target.read_text()) == {
+            "wakes": [
+                {"job_id": "c", "run_at_ms": 1000},
+                {"job_id": "a", "run_at_ms": 2000},
+                {"job_id": "b", "run_at_ms": 2000},
+            ]
         }
-    )
-    host.load_installed()
-    assert host.load_errors == []
-    [record] = host.plugins
-    assert sorted(record.hooks) == ["cron_changed", "cron_reconciled", "gateway_stop"]
-    cron = CronService(host)
-    asyncio.run(cron.reconcile(jobs()))
-    assert json.loads(target.read_text()) == {
-        "wakes": [
-            {"job_id": "c", "run_at_ms": 1000},
-            {"job_id": "a", "run_at_ms": 2000},
-            {"job_id": "b", "run_at_ms": 2000},
-        ]
-    }
 
 
 def test_without_an_adapter_the_plugin_registers_nothing_and_says_why(
-    caplog: pytest.LogCaptureFixture,
+    agentplug_host: PluginHost, agentplug_load: PluginLoader, caplog: pytest.LogCaptureFixture
 ) -> None:
-    host = PluginHost({"plugins": {"allow": [PLUGIN_ID]}})
-    host.load_installed()
-    [record] = host.plugins
+    record = agentplug_load(PLUGIN_ID)
+    assert agentplug_host.plugins == [record]
     assert record.hooks == [] and "config.path" in caplog.text
 
 

@@ -1,11 +1,13 @@
-"""exec-env, exercised through a real PluginHost loading its entry point."""
+"""exec-env, loaded from its installed entry point with agentplug's pytest fixtures."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 from typing import Any
 
-from agentplug import PluginHost
+import pytest
+from agentplug import PluginHost, PluginRecord
+from agentplug.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_hookspecs.tools import ExecEnvOutcome
 
 PLUGIN_ID = "exec-env"
@@ -19,47 +21,69 @@ HOSTILE = {
     "SSL_CERT_FILE": "/tmp/evil-ca.pem",
 }
 
-
-def make_host(config: dict[str, Any]) -> PluginHost:
-    entries = {PLUGIN_ID: {"config": config}}
-    host = PluginHost({"plugins": {"allow": [PLUGIN_ID], "entries": entries}})
-    host.load_installed()
-    assert host.load_errors == []
-    return host
+Resolve = Callable[..., ExecEnvOutcome]
 
 
-def resolve(config: dict[str, Any], exec_host: str = "gateway") -> ExecEnvOutcome:
-    host = make_host(config)
-    event = {"session_key": "agent:main", "tool_name": "exec", "host": exec_host}
-    return asyncio.run(host.hooks.resolve_exec_env(event)).outcome
+def exec_env_config(**config: Any) -> pytest.MarkDecorator:
+    """``plugins.entries.exec-env.config`` for the test's host."""
+    return pytest.mark.agentplug_config({"plugins": {"entries": {PLUGIN_ID: {"config": config}}}})
 
 
-def test_loads_from_its_entry_point_as_a_resolve_exec_env_handler() -> None:
-    (record,) = make_host({}).plugins
-    assert (record.plugin_id, record.hooks) == (PLUGIN_ID, ["resolve_exec_env"])
+@pytest.fixture(autouse=True)
+def exec_env(agentplug_load: PluginLoader) -> PluginRecord:
+    """The plugin, registered from its entry point like an installed plugin (not bundled)."""
+    return agentplug_load(PLUGIN_ID)
 
 
-def test_configured_variables_are_contributed() -> None:
-    outcome = resolve({"env": {"GIT_AUTHOR_NAME": "agent", "TZ": "UTC"}})
+@pytest.fixture
+def resolve(agentplug_dispatch: Dispatcher) -> Resolve:
+    """``resolve(exec_host="gateway")``: dispatch ``resolve_exec_env`` for an ``exec`` call."""
+
+    def resolve(exec_host: str = "gateway") -> ExecEnvOutcome:
+        event = {"session_key": "agent:main", "tool_name": "exec", "host": exec_host}
+        outcome: ExecEnvOutcome = agentplug_dispatch("resolve_exec_env", event).outcome
+        return outcome
+
+    return resolve
+
+
+def test_loads_from_its_entry_point_as_a_resolve_exec_env_handler(
+    exec_env: PluginRecord, agentplug_host: PluginHost
+) -> None:
+    assert agentplug_host.plugins == [exec_env]
+    assert (exec_env.plugin_id, exec_env.bundled, exec_env.hooks) == (
+        PLUGIN_ID,
+        False,
+        ["resolve_exec_env"],
+    )
+
+
+@exec_env_config(env={"GIT_AUTHOR_NAME": "agent", "TZ": "UTC"})
+def test_configured_variables_are_contributed(resolve: Resolve) -> None:
+    outcome = resolve()
     assert outcome.env == {"GIT_AUTHOR_NAME": "agent", "TZ": "UTC"}
     assert outcome.contributors == {"GIT_AUTHOR_NAME": PLUGIN_ID, "TZ": PLUGIN_ID}
     assert outcome.dropped == []
 
 
-def test_numbers_and_booleans_become_strings_and_other_values_are_skipped() -> None:
-    outcome = resolve({"env": {"RETRIES": 3, "DEBUG": True, "NESTED": {"a": 1}}})
-    assert outcome.env == {"RETRIES": "3", "DEBUG": "true"}
+@exec_env_config(env={"RETRIES": 3, "DEBUG": True, "NESTED": {"a": 1}})
+def test_numbers_and_booleans_become_strings_and_other_values_are_skipped(
+    resolve: Resolve,
+) -> None:
+    assert resolve().env == {"RETRIES": "3", "DEBUG": "true"}
 
 
-def test_hostile_keys_it_contributes_are_dropped_by_the_runtime_filter() -> None:
-    outcome = resolve({"env": {"TZ": "UTC", **HOSTILE}})
+@exec_env_config(env={"TZ": "UTC", **HOSTILE})
+def test_hostile_keys_it_contributes_are_dropped_by_the_runtime_filter(resolve: Resolve) -> None:
+    outcome = resolve()
     assert outcome.env == {"TZ": "UTC"}
     assert sorted(d.key for d in outcome.dropped) == sorted(HOSTILE)
     assert {d.plugin_id for d in outcome.dropped} == {PLUGIN_ID}
 
 
-def test_each_dropped_key_says_why_and_never_carries_its_value() -> None:
-    outcome = resolve({"env": HOSTILE})
+@exec_env_config(env=HOSTILE)
+def test_each_dropped_key_says_why_and_never_carries_its_value(resolve: Resolve) -> None:
+    outcome = resolve()
     reasons = {d.key: d.reason for d in outcome.dropped}
     assert "PATH is never taken from plugins" in reasons["PATH"]
     assert all(reasons.values())
@@ -67,18 +91,19 @@ def test_each_dropped_key_says_why_and_never_carries_its_value() -> None:
     assert not any(value in dumped for value in HOSTILE.values())
 
 
-def test_invalid_variable_names_are_dropped() -> None:
-    outcome = resolve({"env": {"BAD-NAME": "x", "GOOD_NAME": "y"}})
+@exec_env_config(env={"BAD-NAME": "x", "GOOD_NAME": "y"})
+def test_invalid_variable_names_are_dropped(resolve: Resolve) -> None:
+    outcome = resolve()
     assert outcome.env == {"GOOD_NAME": "y"}
     assert [d.key for d in outcome.dropped] == ["BAD-NAME"]
 
 
-def test_hosts_limits_the_contribution_to_the_listed_exec_hosts() -> None:
-    config = {"env": {"TZ": "UTC"}, "hosts": ["sandbox"]}
-    assert resolve(config, "sandbox").env == {"TZ": "UTC"}
-    assert resolve(config, "gateway").env == {}
+@exec_env_config(env={"TZ": "UTC"}, hosts=["sandbox"])
+def test_hosts_limits_the_contribution_to_the_listed_exec_hosts(resolve: Resolve) -> None:
+    assert resolve("sandbox").env == {"TZ": "UTC"}
+    assert resolve("gateway").env == {}
 
 
-def test_without_env_config_nothing_is_contributed() -> None:
-    outcome = resolve({})
+def test_without_env_config_nothing_is_contributed(resolve: Resolve) -> None:
+    outcome = resolve()
     assert (outcome.env, outcome.dropped) == ({}, [])

@@ -1,73 +1,99 @@
-"""prompt-context, exercised through a real PluginHost loading its entry point."""
+"""prompt-context, loaded from its installed entry point with agentplug's pytest fixtures."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import agentplug_prompt_context
 import pytest
-from agentplug import PluginHost
+from agentplug import PluginHost, PluginRecord
 from agentplug.dispatch import HandlerStatus
+from agentplug.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_hookspecs.agent import ContextResult, PromptBuildResult
 
 PLUGIN_ID = "prompt-context"
 
-
-def make_host(config: dict[str, Any] | None = None, **hooks: Any) -> PluginHost:
-    entry: dict[str, Any] = {"config": config or {}, "hooks": hooks}
-    host = PluginHost({"plugins": {"allow": [PLUGIN_ID], "entries": {PLUGIN_ID: entry}}})
-    host.load_installed()
-    assert host.load_errors == []
-    return host
+Build = Callable[[], PromptBuildResult]
+Prepare = Callable[[list[Any]], ContextResult]
 
 
-def build(host: PluginHost) -> PromptBuildResult:
-    event = {"prompt": "What changed?", "messages": []}
-    return asyncio.run(host.hooks.before_prompt_build(event)).outcome
+def prompt_context_entry(**entry: Any) -> pytest.MarkDecorator:
+    """``plugins.entries.prompt-context`` (``config=...``, ``hooks=...``) for the test's host."""
+    return pytest.mark.agentplug_config({"plugins": {"entries": {PLUGIN_ID: entry}}})
 
 
-def prepare(host: PluginHost, injections: list[Any]) -> ContextResult:
-    event = {"prompt": "continue", "injections": injections}
-    return asyncio.run(host.hooks.agent_turn_prepare(event)).outcome
+@pytest.fixture(autouse=True)
+def prompt_context(agentplug_load: PluginLoader) -> PluginRecord:
+    """The plugin, registered from its entry point like an installed plugin (not bundled)."""
+    return agentplug_load(PLUGIN_ID)
 
 
-def test_loads_from_its_entry_point_with_both_prompt_hooks() -> None:
-    (record,) = make_host().plugins
-    assert sorted(record.hooks) == ["agent_turn_prepare", "before_prompt_build"]
+@pytest.fixture
+def build(agentplug_dispatch: Dispatcher) -> Build:
+    """``build()``: dispatch ``before_prompt_build`` for one prompt; the outcome."""
+
+    def build() -> PromptBuildResult:
+        event = {"prompt": "What changed?", "messages": []}
+        outcome: PromptBuildResult = agentplug_dispatch("before_prompt_build", event).outcome
+        return outcome
+
+    return build
 
 
-def test_configured_context_is_prepended_to_the_prompt() -> None:
-    outcome = build(make_host({"context": "The user is on the billing team."}))
-    assert outcome.prepend_context == "The user is on the billing team."
+@pytest.fixture
+def prepare(agentplug_dispatch: Dispatcher) -> Prepare:
+    """``prepare(injections)``: dispatch ``agent_turn_prepare`` with the drained injections."""
+
+    def prepare(injections: list[Any]) -> ContextResult:
+        event = {"prompt": "continue", "injections": injections}
+        outcome: ContextResult = agentplug_dispatch("agent_turn_prepare", event).outcome
+        return outcome
+
+    return prepare
 
 
-def test_configured_system_context_is_appended_to_the_system_prompt() -> None:
-    outcome = build(make_host({"system_context": "Answer in British English."}))
-    assert outcome.append_system_context == "Answer in British English."
+def test_loads_from_its_entry_point_with_both_prompt_hooks(
+    prompt_context: PluginRecord, agentplug_host: PluginHost
+) -> None:
+    assert agentplug_host.plugins == [prompt_context]
+    assert (prompt_context.plugin_id, prompt_context.bundled) == (PLUGIN_ID, False)
+    assert sorted(prompt_context.hooks) == ["agent_turn_prepare", "before_prompt_build"]
 
 
-def test_without_system_context_the_date_is_appended(monkeypatch: pytest.MonkeyPatch) -> None:
+@prompt_context_entry(config={"context": "The user is on the billing team."})
+def test_configured_context_is_prepended_to_the_prompt(build: Build) -> None:
+    assert build().prepend_context == "The user is on the billing team."
+
+
+@prompt_context_entry(config={"system_context": "Answer in British English."})
+def test_configured_system_context_is_appended_to_the_system_prompt(build: Build) -> None:
+    assert build().append_system_context == "Answer in British English."
+
+
+def test_without_system_context_the_date_is_appended(
+    build: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
     moment = dt.datetime(2026, 12, 2, 23, 30, tzinfo=dt.UTC)
     monkeypatch.setattr(agentplug_prompt_context, "utc_now", lambda: moment)
-    outcome = build(make_host())
+    outcome = build()
     assert outcome.append_system_context == "Current date (UTC): 2026-12-02."
     assert outcome.prepend_context is None
 
 
-def test_added_context_is_bounded_by_max_chars() -> None:
-    outcome = build(make_host({"context": "x" * 500, "max_chars": 100}))
+@prompt_context_entry(config={"context": "x" * 500, "max_chars": 100})
+def test_added_context_is_bounded_by_max_chars(build: Build) -> None:
+    outcome = build()
     assert outcome.prepend_context is not None and len(outcome.prepend_context) == 100
 
 
-def test_drained_injections_become_prepended_context_in_queue_order() -> None:
+def test_drained_injections_become_prepended_context_in_queue_order(prepare: Prepare) -> None:
     outcome = prepare(
-        make_host(),
         [
             {"text": "Approval granted for deploy #12.", "placement": "prepend_context"},
             {"text": "Monitor: CPU back to normal."},
-        ],
+        ]
     )
     assert (
         outcome.prepend_context
@@ -76,24 +102,26 @@ def test_drained_injections_become_prepended_context_in_queue_order() -> None:
     assert outcome.append_context is None
 
 
-def test_append_placement_goes_after_the_prompt() -> None:
-    outcome = prepare(make_host(), [{"text": "Reply briefly.", "placement": "append_context"}])
+def test_append_placement_goes_after_the_prompt(prepare: Prepare) -> None:
+    outcome = prepare([{"text": "Reply briefly.", "placement": "append_context"}])
     assert (outcome.prepend_context, outcome.append_context) == (None, "Reply briefly.")
 
 
-def test_malformed_injections_are_skipped_without_losing_the_others() -> None:
-    outcome = prepare(make_host(), ["bare string", {"text": ""}, {"no": "text"}, {"text": "kept"}])
+def test_malformed_injections_are_skipped_without_losing_the_others(prepare: Prepare) -> None:
+    outcome = prepare(["bare string", {"text": ""}, {"no": "text"}, {"text": "kept"}])
     assert outcome.prepend_context == "kept"
 
 
-def test_a_turn_without_injections_adds_nothing() -> None:
-    outcome = prepare(make_host(), [])
+def test_a_turn_without_injections_adds_nothing(prepare: Prepare) -> None:
+    outcome = prepare([])
     assert (outcome.prepend_context, outcome.append_context) == (None, None)
 
 
-def test_allow_prompt_injection_false_switches_both_hooks_off() -> None:
-    host = make_host({"context": "secret sauce"}, allow_prompt_injection=False)
-    result = asyncio.run(host.hooks.before_prompt_build({"prompt": "hi"}))
+@prompt_context_entry(config={"context": "secret sauce"}, hooks={"allow_prompt_injection": False})
+def test_allow_prompt_injection_false_switches_both_hooks_off(
+    agentplug_dispatch: Dispatcher, prepare: Prepare
+) -> None:
+    result = agentplug_dispatch("before_prompt_build", {"prompt": "hi"})
     assert HandlerStatus.OK not in [h.status for h in result.handlers]
     assert result.outcome.prepend_context is None
-    assert prepare(host, [{"text": "queued"}]).prepend_context is None
+    assert prepare([{"text": "queued"}]).prepend_context is None
