@@ -653,3 +653,33 @@ def test_plugin_module_has_no_top_level_runtime_import() -> None:
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentplug"):
             runtime.append(node.module or "")
     assert runtime == []
+
+
+def test_plugin_config_marker_sets_one_plugins_config(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.agentplug_plugin_config("guard", {"limit": 3})
+        def test_it(agentplug_host):
+            assert agentplug_host.config.entry("guard").config == {"limit": 3}
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=1)
+
+
+def test_run_fixture_uses_the_tests_event_loop(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import asyncio
+
+        def test_it(agentplug_run, agentplug_dispatch):
+            async def loop_id():
+                return id(asyncio.get_running_loop())
+
+            assert agentplug_run(loop_id()) == agentplug_run(loop_id())
+        """
+    )
+    result = _run(pytester)
+    result.assert_outcomes(passed=1)

@@ -296,10 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .actions.cli import add_actions_commands
     from .api.serve import add_serve_command
     from .approvals_cli import add_approvals_commands
+    from .plugin_manager import add_plugin_management_commands
+    from .supervisor import add_supervisor_command
 
     add_actions_commands(sub)
     add_approvals_commands(sub)
     add_serve_command(sub)
+    add_plugin_management_commands(sub)
+    add_supervisor_command(sub)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import inspect
 import logging
@@ -41,6 +42,7 @@ from .dispatch import (
 )
 from .errors import (
     AgentplugError,
+    ConfigError,
     DuplicatePluginError,
     HookSignatureError,
     PluginLoadError,
@@ -267,6 +269,7 @@ class PluginHost:
         self._plans: dict[str, tuple[Handler, ...]] = {}
         self._reducers: dict[str, type[Reducer]] = {}
         self._direct: dict[str, HookDecl] = {}
+        self._hookspec_sources: set[str] = set()
         self._sequential: set[str] = set()
         """Hooks dispatched under their own name (no alias): the fast lookup."""
         self._empty_ctx: dict[str, Context] = {}
@@ -460,10 +463,16 @@ class PluginHost:
         id and cause; the others still load.
         """
         from .loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
+        from .plugin_manager import activate_install_target, prefer_ejected_copy
 
+        with contextlib.suppress(ConfigError):
+            activate_install_target(self)
         for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
+            if spec.name in self._hookspec_sources:
+                continue  # a reload: these hooks are declared already
             try:
                 self.add_hookspecs(spec.load())
+                self._hookspec_sources.add(spec.name)
             except Exception as exc:
                 self._load_failed(spec.name, spec.distribution, spec.version, f"hookspecs: {exc!r}")
         loaded: list[PluginRecord] = []
@@ -478,6 +487,8 @@ class PluginHost:
                 continue
             if pid in self._records:
                 continue
+            # An ejected (local, editable) copy of the plugin wins over the installed one.
+            prefer_ejected_copy(self, pid)
             try:
                 obj = found.load()
             except Exception as exc:

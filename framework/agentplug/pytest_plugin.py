@@ -47,12 +47,14 @@ import copy
 import os
 import re
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 import pytest
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import asyncio
@@ -121,6 +123,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
+        "agentplug_plugin_config(plugin_id, config): shortcut for "
+        "agentplug_config({'plugins': {'entries': {plugin_id: {'config': config}}}})",
+    )
+    config.addinivalue_line(
+        "markers",
         "agentplug_entry_points(*names): let agentplug_host load installed plugins: "
         "all of them (config filters apply) or only the named entry points",
     )
@@ -169,11 +176,28 @@ def _marker_config(marker: pytest.Mark) -> dict[str, Any]:
     return data
 
 
+def _plugin_marker_config(marker: pytest.Mark) -> dict[str, Any]:
+    if (
+        len(marker.args) != 2
+        or not isinstance(marker.args[0], str)
+        or not isinstance(marker.args[1], Mapping)
+    ):
+        pytest.fail(
+            "@pytest.mark.agentplug_plugin_config takes a plugin id and a dict, "
+            f"got {marker.args!r}",
+            pytrace=False,
+        )
+    plugin_id, config = marker.args
+    return {"plugins": {"entries": {plugin_id: {"config": dict(config)}}}}
+
+
 def _with_markers(base: Mapping[str, Any], node: pytest.Item | pytest.Collector) -> dict[str, Any]:
     result = copy.deepcopy(dict(base))
     # iter_markers yields the closest marker first; merge the farthest first.
     for marker in reversed(list(node.iter_markers("agentplug_config"))):
         result = _deep_merge(result, _marker_config(marker))
+    for marker in reversed(list(node.iter_markers("agentplug_plugin_config"))):
+        result = _deep_merge(result, _plugin_marker_config(marker))
     return result
 
 
@@ -784,6 +808,21 @@ def agentplug_load(request: pytest.FixtureRequest, agentplug_host: PluginHost) -
 def agentplug_dispatch(request: pytest.FixtureRequest, agentplug_host: PluginHost) -> Dispatcher:
     """``agentplug_dispatch(hook, event=None, ctx=None)`` for plain (non-async) tests."""
     return Dispatcher(_state(request, agentplug_host))
+
+
+@pytest.fixture
+def agentplug_run(
+    request: pytest.FixtureRequest, agentplug_host: PluginHost
+) -> Callable[[Coroutine[Any, Any, T]], T]:
+    """``agentplug_run(coro)``: run a coroutine on the test's event loop (the one the other
+    sync helpers use), so handlers that outlive their budget are awaited at teardown
+    instead of being cancelled by a second ``asyncio.run`` loop."""
+    state = _state(request, agentplug_host)
+
+    def run(coro: Coroutine[Any, Any, T]) -> T:
+        return cast("T", state.run(coro))
+
+    return run
 
 
 @pytest.fixture
