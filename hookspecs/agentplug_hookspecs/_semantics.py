@@ -289,6 +289,32 @@ def declare(
     return mark
 
 
+def observe(
+    *,
+    event: type[Event],
+    ctx: type[Context],
+    group: str,
+    default_timeout_ms: int | None = 30_000,
+    conversation_gate: bool = False,
+    deprecation: Deprecation | None = None,
+) -> Callable[[F], F]:
+    """Declare an observation hook: concurrent, results ignored, failures only logged."""
+    from .common import ObserveOutcome
+
+    return declare(
+        kind=HookKind.OBSERVE,
+        event=event,
+        ctx=ctx,
+        result=None,
+        outcome=ObserveOutcome,
+        reduction=Observe(),
+        group=group,
+        default_timeout_ms=default_timeout_ms,
+        conversation_gate=conversation_gate,
+        deprecation=deprecation,
+    )
+
+
 def declarations_in(namespace: ModuleType | type | object) -> Iterable[HookDecl]:
     """Yield the declarations of every declared hookspec found in ``namespace``."""
     for attr in dir(namespace):

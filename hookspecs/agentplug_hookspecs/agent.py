@@ -13,11 +13,11 @@ from ._semantics import (
     FailurePolicy,
     FieldMerge,
     HookKind,
-    Observe,
     Special,
     declare,
+    observe,
 )
-from .common import AgentContext, ClaimOutcome, ClaimResult, ObserveOutcome
+from .common import AgentContext, ClaimOutcome, ClaimResult
 
 GROUP = "Agent turn"
 OBS_GROUP = "Conversation observation"
@@ -388,16 +388,7 @@ def before_agent_finalize(
     """
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=AgentEndEvent,
-    ctx=AgentContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=GROUP,
-    conversation_gate=True,
-)
+@observe(event=AgentEndEvent, ctx=AgentContext, group=GROUP, conversation_gate=True)
 def agent_end(event: AgentEndEvent, ctx: AgentContext) -> None:
     """Observe the final messages, success state and duration of a run."""
 
@@ -419,55 +410,21 @@ def heartbeat_prompt_contribution(event: HeartbeatEvent, ctx: AgentContext) -> C
     """
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=ModelCallEvent,
-    ctx=AgentContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=OBS_GROUP,
-)
+@observe(event=ModelCallEvent, ctx=AgentContext, group=OBS_GROUP)
 def model_call_started(event: ModelCallEvent, ctx: AgentContext) -> None:
     """Observe the start of a provider call: sanitised metadata only (no content)."""
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=ModelCallEvent,
-    ctx=AgentContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=OBS_GROUP,
-)
+@observe(event=ModelCallEvent, ctx=AgentContext, group=OBS_GROUP)
 def model_call_ended(event: ModelCallEvent, ctx: AgentContext) -> None:
     """Observe the end of a provider call: duration, outcome, bounded request-id hash."""
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=LlmInputEvent,
-    ctx=AgentContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=OBS_GROUP,
-    conversation_gate=True,
-)
+@observe(event=LlmInputEvent, ctx=AgentContext, group=OBS_GROUP, conversation_gate=True)
 def llm_input(event: LlmInputEvent, ctx: AgentContext) -> None:
     """Observe the provider input: system prompt, prompt and history."""
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=LlmOutputEvent,
-    ctx=AgentContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=OBS_GROUP,
-    conversation_gate=True,
-)
+@observe(event=LlmOutputEvent, ctx=AgentContext, group=OBS_GROUP, conversation_gate=True)
 def llm_output(event: LlmOutputEvent, ctx: AgentContext) -> None:
     """Observe the provider output, usage and the resolved context token budget."""

@@ -13,10 +13,9 @@ from ._semantics import (
     Deprecation,
     FailurePolicy,
     HookKind,
-    Observe,
     declare,
+    observe,
 )
-from .common import ObserveOutcome
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -136,20 +135,7 @@ class InstallOutcome(HookModel):
     findings: list[InstallFinding] = Field(default_factory=list)
 
 
-def _observe(event: type[Event], ctx: type[Context], **kw: Any) -> Callable[[_F], _F]:
-    return declare(
-        kind=HookKind.OBSERVE,
-        event=event,
-        ctx=ctx,
-        result=None,
-        outcome=ObserveOutcome,
-        reduction=Observe(),
-        group=GROUP,
-        **kw,
-    )
-
-
-@_observe(GatewayEvent, GatewayContext)
+@observe(event=GatewayEvent, ctx=GatewayContext, group=GROUP)
 def gateway_start(event: GatewayEvent, ctx: GatewayContext) -> None:
     """Start plugin-owned services with the host.
 
@@ -158,14 +144,15 @@ def gateway_start(event: GatewayEvent, ctx: GatewayContext) -> None:
     """
 
 
-@_observe(GatewayEvent, GatewayContext, default_timeout_ms=5_000)
+@observe(event=GatewayEvent, ctx=GatewayContext, group=GROUP, default_timeout_ms=5_000)
 def gateway_stop(event: GatewayEvent, ctx: GatewayContext) -> None:
     """Stop plugin-owned services and release long-lived resources (5 s budget)."""
 
 
-@_observe(
-    GatewayEvent,
-    GatewayContext,
+@observe(
+    event=GatewayEvent,
+    ctx=GatewayContext,
+    group=GROUP,
     default_timeout_ms=5_000,
     deprecation=Deprecation(replacement="gateway_stop", alias_of="gateway_stop"),
 )
@@ -173,7 +160,7 @@ def deactivate(event: GatewayEvent, ctx: GatewayContext) -> None:
     """Deprecated alias of ``gateway_stop``: runs with it and warns once per plugin."""
 
 
-@_observe(CronReconciledEvent, CronContext)
+@observe(event=CronReconciledEvent, ctx=CronContext, group=GROUP)
 def cron_reconciled(event: CronReconciledEvent, ctx: CronContext) -> None:
     """The scheduler reconciled its persistent state, at startup and on reload.
 
@@ -183,7 +170,7 @@ def cron_reconciled(event: CronReconciledEvent, ctx: CronContext) -> None:
     """
 
 
-@_observe(CronChangedEvent, CronContext)
+@observe(event=CronChangedEvent, ctx=CronContext, group=GROUP)
 def cron_changed(event: CronChangedEvent, ctx: CronContext) -> None:
     """A cron job was added, updated, removed, started, finished or (re)scheduled.
 

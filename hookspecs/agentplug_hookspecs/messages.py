@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ._model import Event, FrozenList, HookModel, JsonList, JsonMap, Result
-from ._semantics import Claim, HookKind, Observe, Pipeline, declare
-from .common import ClaimOutcome, ClaimResult, MessageContext, ObserveOutcome, ThreadId
+from ._semantics import Claim, HookKind, Pipeline, declare, observe
+from .common import ClaimOutcome, ClaimResult, MessageContext, ThreadId
 
 GROUP = "Messages and delivery"
 
@@ -209,16 +209,7 @@ def inbound_claim(event: InboundMessageEvent, ctx: MessageContext) -> ClaimResul
     """
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=PairingRequestedEvent,
-    ctx=MessageContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=GROUP,
-    default_timeout_ms=2_000,
-)
+@observe(event=PairingRequestedEvent, ctx=MessageContext, group=GROUP, default_timeout_ms=2_000)
 def channel_pairing_requested(event: PairingRequestedEvent, ctx: MessageContext) -> None:
     """Observe a newly created DM pairing request (e.g. notify an operator).
 
@@ -227,15 +218,7 @@ def channel_pairing_requested(event: PairingRequestedEvent, ctx: MessageContext)
     """
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=MessageReceivedEvent,
-    ctx=MessageContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=GROUP,
-)
+@observe(event=MessageReceivedEvent, ctx=MessageContext, group=GROUP)
 def message_received(event: MessageReceivedEvent, ctx: MessageContext) -> None:
     """Observe inbound content, sender, thread id, message id and metadata."""
 
@@ -281,15 +264,7 @@ def reply_payload_sending(
     """
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=MessageSentEvent,
-    ctx=MessageContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=GROUP,
-)
+@observe(event=MessageSentEvent, ctx=MessageContext, group=GROUP)
 def message_sent(event: MessageSentEvent, ctx: MessageContext) -> None:
     """Observe final delivery success or failure; never changes the delivery result."""
 

@@ -8,8 +8,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import Field
 
 from ._model import Context, Event, JsonMap
-from ._semantics import Claim, Deprecation, HookKind, Observe, declare
-from .common import ClaimOutcome, ClaimResult, ObserveOutcome
+from ._semantics import Claim, Deprecation, HookKind, declare, observe
+from .common import ClaimOutcome, ClaimResult
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -116,24 +116,12 @@ class DeliveryTargetOutcome(ClaimOutcome):
     target: dict[str, Any] | None = None
 
 
-def _observe(event: type[Event], ctx: type[Context], group: str) -> Callable[[_F], _F]:
-    return declare(
-        kind=HookKind.OBSERVE,
-        event=event,
-        ctx=ctx,
-        result=None,
-        outcome=ObserveOutcome,
-        reduction=Observe(),
-        group=group,
-    )
-
-
-@_observe(SessionEvent, SessionContext, GROUP)
+@observe(event=SessionEvent, ctx=SessionContext, group=GROUP)
 def session_start(event: SessionEvent, ctx: SessionContext) -> None:
     """Observe a session starting (``reason``: new, reset, idle, daily, ...)."""
 
 
-@_observe(SessionEvent, SessionContext, GROUP)
+@observe(event=SessionEvent, ctx=SessionContext, group=GROUP)
 def session_end(event: SessionEvent, ctx: SessionContext) -> None:
     """Observe a session ending.
 
@@ -143,27 +131,27 @@ def session_end(event: SessionEvent, ctx: SessionContext) -> None:
     """
 
 
-@_observe(CompactionEvent, SessionContext, GROUP)
+@observe(event=CompactionEvent, ctx=SessionContext, group=GROUP)
 def before_compaction(event: CompactionEvent, ctx: SessionContext) -> None:
     """Observe or annotate the start of a compaction cycle."""
 
 
-@_observe(CompactionEvent, SessionContext, GROUP)
+@observe(event=CompactionEvent, ctx=SessionContext, group=GROUP)
 def after_compaction(event: CompactionEvent, ctx: SessionContext) -> None:
     """Observe the end of a compaction cycle."""
 
 
-@_observe(ResetEvent, SessionContext, GROUP)
+@observe(event=ResetEvent, ctx=SessionContext, group=GROUP)
 def before_reset(event: ResetEvent, ctx: SessionContext) -> None:
     """Observe a session reset (``/reset`` or programmatic)."""
 
 
-@_observe(SubagentSpawnedEvent, SubagentContext, SUB_GROUP)
+@observe(event=SubagentSpawnedEvent, ctx=SubagentContext, group=SUB_GROUP)
 def subagent_spawned(event: SubagentSpawnedEvent, ctx: SubagentContext) -> None:
     """Observe a subagent start (``resolved_model``/``resolved_provider`` when known)."""
 
 
-@_observe(SubagentEndedEvent, SubagentContext, SUB_GROUP)
+@observe(event=SubagentEndedEvent, ctx=SubagentContext, group=SUB_GROUP)
 def subagent_ended(event: SubagentEndedEvent, ctx: SubagentContext) -> None:
     """Observe a subagent end; ``target_session_key`` equals the spawned child key."""
 

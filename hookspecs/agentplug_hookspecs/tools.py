@@ -12,12 +12,11 @@ from ._semantics import (
     DictMerge,
     FailurePolicy,
     HookKind,
-    Observe,
     Pipeline,
     Special,
     declare,
+    observe,
 )
-from .common import ObserveOutcome
 
 GROUP = "Tools"
 
@@ -229,15 +228,7 @@ def before_tool_call(event: ToolCallEvent, ctx: ToolContext) -> ToolCallResult |
     """
 
 
-@declare(
-    kind=HookKind.OBSERVE,
-    event=AfterToolCallEvent,
-    ctx=ToolContext,
-    result=None,
-    outcome=ObserveOutcome,
-    reduction=Observe(),
-    group=GROUP,
-)
+@observe(event=AfterToolCallEvent, ctx=ToolContext, group=GROUP)
 def after_tool_call(event: AfterToolCallEvent, ctx: ToolContext) -> None:
     """Observe a tool's result, error and duration."""
 
