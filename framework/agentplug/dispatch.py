@@ -66,12 +66,15 @@ class Handler:
     """Why the handler is not run (gates), or ``None``."""
     is_async: bool = False
     plain: bool = False
-    """Called as ``f(event, ctx)`` inline (no thread): the fast path."""
+    """Called as ``f(event, ctx)`` inline (no thread)."""
+    fast: bool = False
+    """Plain and ungated, timed only on request: the dispatcher's hot path."""
     ok_record: tuple[Any, ...] = ()
     """The shared trace record of a successful untimed run (no allocation per call)."""
 
     def __post_init__(self) -> None:
         self.plain = self.call_mode == 2 and not self.thread
+        self.fast = self.plain and self.gate is None
         self.ok_record = (self, HandlerStatus.OK, 0.0, None)
 
     def call(self, event: Event, ctx: Context) -> Any:
@@ -247,7 +250,6 @@ class _SequentialRun:
         "decl",
         "first",
         "generation",
-        "index",
         "next_start",
         "pending",
         "plan",
@@ -313,7 +315,8 @@ class _SequentialRun:
                         chain = None
                         continue
                 # A handler suspended: give the rest of its chain a task and a deadline.
-                i = self.index
+                # Every earlier handler left exactly one record, so this is its index.
+                i = len(self.records)
                 handler = plan[i]
                 self.slow = True
                 task = asyncio.get_running_loop().create_task(_finish(chain, first))
@@ -340,55 +343,88 @@ class _SequentialRun:
         return self.records
 
     async def chain(self, start: int, gen: int) -> int:
-        """Run handlers from ``start``; return where the dispatcher continues."""
+        """Run handlers from ``start``; return where the dispatcher continues.
+
+        The first branch is the hot path (an ungated ``f(event, ctx)`` handler with no
+        timing); everything else goes through the general branch below it.
+        """
         plan = self.plan
         n = len(plan)
-        records = self.records
-        append = records.append
+        append = self.records.append
         reducer = self.reducer
+        event = reducer.event
         ctx = self.ctx
         bind = _HANDLER_CONTEXT.set
-        timing = self.timing
         clock = time.perf_counter
+        coroutine = _CoroutineType
+        untimed = not self.timing
         for i in range(start, n):
             h = plan[i]
-            if h.gate is not None:
-                append((h, _GATED, 0.0, h.gate))
-                continue
-            self.index = i
-            bind(h.context)
-            if timing:
-                self.started = clock()
-            try:
-                if h.plain:
-                    value = h.function(reducer.event, ctx)
-                elif h.thread:
-                    value = await _start_thread(h, reducer.event, ctx)
-                else:
-                    value = h.call(reducer.event, ctx)
-                if value is not None and (
-                    type(value) is _CoroutineType or asyncio.iscoroutine(value)
-                ):
-                    value = await value
-            except (Exception, asyncio.CancelledError) as exc:
+            if untimed and h.fast:
+                bind(h.context)
+                try:
+                    value = h.function(event, ctx)
+                    if value is not None and (
+                        type(value) is coroutine or asyncio.iscoroutine(value)
+                    ):
+                        value = await value
+                except (Exception, asyncio.CancelledError) as exc:
+                    outcome = self._raised(i, gen, exc)
+                    if outcome is not None:
+                        return outcome
+                    continue
                 if gen != self.generation:
-                    return -1
-                if isinstance(exc, asyncio.CancelledError) and _cancelled_from_outside():
-                    raise
-                if self.fail(i, _ERROR, _describe(exc)):
+                    return -1  # abandoned after a timeout: a late result changes nothing
+                if value is None:
+                    append(h.ok_record)
+                elif self.settle(i, value):
                     return n
+                else:
+                    event = reducer.event  # pipelines hand the next handler a new event
                 if self.slow:
                     return i + 1
                 continue
+            if h.gate is not None:
+                append((h, _GATED, 0.0, h.gate))
+                continue
+            bind(h.context)
+            if self.timing:
+                self.started = clock()
+            try:
+                if h.thread:
+                    value = await _start_thread(h, event, ctx)
+                else:
+                    value = h.call(event, ctx)
+                if value is not None and (type(value) is coroutine or asyncio.iscoroutine(value)):
+                    value = await value
+            except (Exception, asyncio.CancelledError) as exc:
+                outcome = self._raised(i, gen, exc)
+                if outcome is not None:
+                    return outcome
+                continue
             if gen != self.generation:
-                return -1  # abandoned after a timeout: a late result changes nothing
+                return -1
             if value is None:
-                append((h, _OK, clock() - self.started, None) if timing else h.ok_record)
+                append((h, _OK, clock() - self.started if self.timing else 0.0, None))
             elif self.settle(i, value):
                 return n
+            else:
+                event = reducer.event
             if self.slow:
                 return i + 1
         return n
+
+    def _raised(self, i: int, gen: int, exc: BaseException) -> int | None:
+        """A handler raised: where the chain goes next (``None``: keep going)."""
+        if gen != self.generation:
+            return -1
+        if isinstance(exc, asyncio.CancelledError) and _cancelled_from_outside():
+            raise exc
+        if self.fail(i, _ERROR, _describe(exc)):
+            return len(self.plan)
+        if self.slow:
+            return i + 1
+        return None
 
     def settle(self, i: int, value: Any) -> bool:
         """Validate and fold in a non-None result; ``True`` when the chain stops."""
