@@ -59,7 +59,7 @@ def add_actions_commands(subparsers: Any) -> None:
 
 def _add_subcommands(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=lambda args: _usage(parser))
-    commands = parser.add_subparsers(dest="actions_command", metavar="{list,test}")
+    commands = parser.add_subparsers(dest="actions_command", metavar="{list,test,run}")
 
     listing = commands.add_parser("list", help="list the custom actions of a config file")
     listing.add_argument(
@@ -95,6 +95,74 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
         "--timeout", metavar="SECONDS", type=float, default=30.0, help="shell handler timeout"
     )
     test.set_defaults(func=cmd_test)
+
+    run = commands.add_parser(
+        "run",
+        help="run a message through the full action flow of a host",
+        description=(
+            "Build the host from the config (installed plugins, built-ins, plugin and "
+            "custom actions), then select, validate, extract parameters, execute and "
+            "deliver: e.g. agentplug actions run 'CORE_STATUS' or "
+            'agentplug actions run \'LOG_LEVEL {"level": "debug"}\' --room r1'
+        ),
+    )
+    run.add_argument("message", metavar="TEXT", help="the message (action name + parameters)")
+    run.add_argument("--config", metavar="FILE", help="operator config file")
+    run.add_argument("--room", metavar="ID", help="room id of the message")
+    run.add_argument("--json", action="store_true", help="print the result and trace as JSON")
+    run.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``actions run``: the whole flow on a real host; exit 1 unless the action succeeded."""
+    import asyncio
+
+    from agentplug.actions.model import Message
+    from agentplug.config import AgentplugConfig, load_config
+    from agentplug.errors import AgentplugError
+    from agentplug.host import PluginHost
+
+    try:
+        config = load_config(args.config) if args.config else AgentplugConfig()
+    except AgentplugError as exc:
+        return _error(str(exc))
+
+    async def go() -> tuple[Any, list[str]]:
+        host = PluginHost(config)
+        host.load_installed()
+        problems = await host.actions.load()
+        try:
+            flow = await host.actions.run(Message(text=args.message, room_id=args.room))
+        finally:
+            await host.aclose(1.0)
+        return flow, problems
+
+    flow, problems = asyncio.run(go())
+    result = flow.result
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "outcome": flow.outcome,
+                    "action": flow.action.name if flow.action else None,
+                    "result": result.model_dump(mode="json") if result else None,
+                    "trace": flow.trace.model_dump(mode="json"),
+                    "problems": problems,
+                },
+                default=str,
+            )
+        )
+    else:
+        for problem in problems:
+            print(f"note: {problem}", file=sys.stderr)
+        for step in flow.trace.steps:
+            detail = f" - {step.detail}" if step.detail else ""
+            print(f"  {step.name:<16} {step.status:<8} {step.duration_ms:8.3f} ms{detail}")
+        name = flow.action.name if flow.action else "(no action)"
+        print(f"{name}: {flow.outcome}")
+        if result is not None:
+            print(result.text)
+    return 0 if flow.ok else 1
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
