@@ -3,10 +3,18 @@
 :class:`PluginManager` backs the plugin-management built-in actions (ACTIONS.md §4) and the
 ``agentplug plugin ...`` command line:
 
-* :meth:`~PluginManager.install` downloads the package first (``pip download --no-deps``),
-  lets :func:`agentplug.install.check_install` inspect the prepared file
-  (``security.install_policy``, then ``before_install``), and only then ``pip install``\\ s
-  that very file. A blocked install leaves nothing installed.
+* :meth:`~PluginManager.install` downloads every distribution that will be installed first
+  (``pip download``: the package and, when ``install_dependencies`` is true, its
+  dependencies), lets :func:`agentplug.install.check_install` inspect each downloaded file
+  (``security.install_policy``, then ``before_install``; the requested package first), and
+  only then ``pip install``\\ s from those very files, offline (``--no-index --find-links
+  <download folder>``, ``--no-deps``, the exact files), so nothing uninspected can be
+  fetched. Installing into the environment (no ``target``), dependencies the environment
+  already satisfies are left alone: an offline ``pip install --dry-run`` over the download
+  folder says which downloaded files pip would add, and only those are inspected and
+  installed. Any block stops the whole install and leaves nothing installed; the report
+  names the blocked distribution and lists every inspected one. Each ``before_install``
+  event also carries ``requested`` and ``dependency_of`` (extra, read-only fields).
 * :meth:`~PluginManager.eject` puts a plugin's source under ``<state_dir>/plugins/<id>/`` as
   a git working copy: branch ``main`` for local edits, branch ``upstream`` for the pristine
   upstream code, and ``.agentplug-upstream.json`` describing where it came from. The source
@@ -85,6 +93,7 @@ __all__ = [
     "CoreStatus",
     "EjectReport",
     "EjectedPlugin",
+    "InspectedDistribution",
     "InstallReport",
     "PluginManager",
     "PluginManagerError",
@@ -239,6 +248,20 @@ class UpstreamRecord(BaseModel):
     last_sync: str | None = None
 
 
+class InspectedDistribution(BaseModel):
+    """One downloaded distribution and the decision of its install checks."""
+
+    name: str
+    version: str | None = None
+    file: str
+    requested: bool = False
+    """The distribution asked for (``False``: a dependency)."""
+    allowed: bool
+    blocked_by: str | None = None
+    reason: str | None = None
+    findings: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class InstallReport(BaseModel):
     """What :meth:`PluginManager.install` did."""
 
@@ -250,6 +273,12 @@ class InstallReport(BaseModel):
     reason: str | None = None
     findings: list[dict[str, Any]] = Field(default_factory=list)
     restart_required: bool = False
+    blocked_distribution: str | None = None
+    """Name of the distribution whose check blocked the install (the requested package or
+    one of its dependencies)."""
+    inspected: list[InspectedDistribution] = Field(default_factory=list)
+    """Every distribution to be installed, checked in order (the requested package first,
+    then its dependencies by name); a blocked install stops at the blocked one."""
 
 
 class EjectReport(BaseModel):
@@ -755,11 +784,15 @@ class PluginManager:
     # -- install ----------------------------------------------------------------------
 
     async def install(self, spec: str, *, requested_by: str | None = None) -> InstallReport:
-        """Download ``spec``, let ``check_install`` inspect it, then install that file.
+        """Download ``spec`` and its dependencies, let ``check_install`` inspect every
+        downloaded distribution, then install exactly those files, offline.
 
         ``spec`` is a requirement such as ``my-plugin`` or ``my-plugin==1.2`` (no URLs or
-        paths: packages come from the configured index / find-links). Returns a report;
-        a blocked install has ``installed=False`` and ``blocked_by``/``reason`` set.
+        paths: packages come from the configured index / find-links). Dependencies are
+        downloaded and checked too when ``actions.plugins.install_dependencies`` is true.
+        Returns a report; a blocked install has ``installed=False``, ``blocked_by``/
+        ``reason`` set and ``blocked_distribution`` naming the package (the requested one
+        or a dependency) whose check failed; nothing is installed then.
         """
         try:
             requirement = Requirement(spec.strip())
@@ -773,42 +806,91 @@ class PluginManager:
                 f"{spec!r}: direct URLs are not accepted; install by name from the "
                 "configured index (actions.plugins.index_url / find_links)"
             )
-        key = f"dist-{canonicalize_name(requirement.name)}"
-        async with self._serialized(key):
+        self._install_host()  # fail closed before downloading anything
+        wanted = canonicalize_name(requirement.name)
+        async with self._serialized(f"dist-{wanted}"):
             work = Path(tempfile.mkdtemp(prefix="agentplug-install-"))
             try:
-                downloaded = await asyncio.to_thread(self._download, str(requirement), work)
-                name, version, files = _inspect_archive(downloaded)
-                decision = await self._check(name, version, downloaded, files, requested_by)
-                findings = [f.model_dump(mode="json") for f in decision.findings]
-                if not decision.allowed:
+                downloads = work / "downloads"
+                downloads.mkdir()
+                files = await asyncio.to_thread(self._download_all, str(requirement), downloads)
+                prepared = _prepared(files, wanted, str(requirement))
+                root = prepared[0]
+                if not self.settings.target and len(prepared) > 1:
+                    # Installing into the environment: only what pip would add there
+                    # (dependencies already satisfied stay as they are).
+                    needed = await asyncio.to_thread(self._needed, work, root.path)
+                    prepared = [root, *(p for p in prepared[1:] if p.key in needed)]
+                inspected: list[InspectedDistribution] = []
+                findings: list[dict[str, Any]] = []
+                for item in prepared:
+                    decision = await self._check(
+                        item, requested_by, None if item is root else root.name
+                    )
+                    found = [
+                        {**f.model_dump(mode="json"), "distribution": item.name}
+                        for f in decision.findings
+                    ]
+                    findings += found
+                    inspected.append(
+                        InspectedDistribution(
+                            name=item.name,
+                            version=item.version,
+                            file=item.path.name,
+                            requested=item is root,
+                            allowed=decision.allowed,
+                            blocked_by=decision.blocked_by,
+                            reason=decision.reason,
+                            findings=found,
+                        )
+                    )
+                    if decision.allowed:
+                        continue
+                    reason = decision.reason or f"blocked by {decision.blocked_by}"
+                    if item is not root:
+                        reason = (
+                            f"dependency {item.name} {item.version} (required by "
+                            f"{root.name}): {reason}"
+                        )
                     log.warning(
-                        "install of %s %s blocked by %s: %s",
-                        name,
-                        version,
+                        "install of %s %s blocked by %s (distribution %s %s): %s",
+                        root.name,
+                        root.version,
                         decision.blocked_by,
+                        item.name,
+                        item.version,
                         decision.reason,
                     )
                     return InstallReport(
                         installed=False,
-                        name=name,
-                        version=version,
-                        file=downloaded.name,
+                        name=root.name,
+                        version=root.version,
+                        file=root.path.name,
                         blocked_by=decision.blocked_by,
-                        reason=decision.reason,
+                        reason=reason,
                         findings=findings,
+                        blocked_distribution=item.name,
+                        inspected=inspected,
                     )
-                await asyncio.to_thread(self._pip_install, downloaded)
+                await asyncio.to_thread(
+                    self._pip_install, downloads, [item.path for item in prepared]
+                )
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-        log.info("installed %s %s", name, version)
+        log.info(
+            "installed %s %s (inspected: %s)",
+            root.name,
+            root.version,
+            ", ".join(f"{i.name} {i.version}" for i in inspected),
+        )
         return InstallReport(
             installed=True,
-            name=name,
-            version=version,
-            file=downloaded.name,
+            name=root.name,
+            version=root.version,
+            file=root.path.name,
             findings=findings,
             restart_required=True,
+            inspected=inspected,
         )
 
     def _pip(self) -> list[str]:
@@ -829,44 +911,101 @@ class PluginManager:
             )
         return found[0]
 
-    async def _check(
-        self,
-        name: str,
-        version: str | None,
-        path: Path,
-        files: list[str],
-        requested_by: str | None,
-    ) -> InstallDecision:
-        from .install import check_install
+    def _download_all(self, spec: str, dest: Path) -> list[Path]:
+        """``pip download`` ``spec`` (and, per ``install_dependencies``, its dependencies)."""
+        cmd = [*self._pip(), "download", "--quiet", "-d", str(dest)]
+        if not self.settings.install_dependencies:
+            cmd.append("--no-deps")
+        if not self.settings.build_isolation:
+            cmd.append("--no-build-isolation")
+        cmd += [*self.settings.pip_index_args(), spec]
+        self._runner.run(cmd)
+        found = sorted(p for p in dest.iterdir() if p.is_file())
+        if not found:
+            raise PluginManagerError(f"pip download {spec} produced no files")
+        return found
 
+    def _offline(self, folder: Path) -> list[str]:
+        """pip options that see only ``folder`` (no index, no configured find-links)."""
+        return [
+            "--isolated",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--no-index",
+            "--find-links",
+            str(folder),
+        ]
+
+    def _needed(self, work: Path, root: Path) -> set[tuple[str, str | None]]:
+        """(name, version) of the downloaded distributions pip would install into the
+        environment for ``root``: a dry run that can see only the download folder."""
+        report = work / "resolution.json"
+        cmd = [*self._pip(), "install", "--dry-run", "--quiet", "--report", str(report)]
+        cmd += self._offline(root.parent)
+        if not self.settings.build_isolation:
+            cmd.append("--no-build-isolation")
+        self._runner.run([*cmd, str(root)])
+        try:
+            items = json.loads(report.read_text("utf-8")).get("install") or []
+            needed: set[tuple[str, str | None]] = set()
+            for item in items:
+                url = str(item["download_info"]["url"])
+                where = _path_from_url(url)
+                if where is None or where.resolve().parent != root.parent.resolve():
+                    raise PluginManagerError(f"pip would install {url}, which was not downloaded")
+                meta = item["metadata"]
+                needed.add((canonicalize_name(meta["name"]), _norm_version(meta["version"])))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise PluginManagerError(f"cannot read pip's install plan: {exc}") from None
+        return needed
+
+    def _install_host(self) -> PluginHost:
         if self.host is None:  # fail closed: no host, no install checks, no install
             raise PluginManagerError(
                 "installing needs a host: the install policy and before_install plugins "
                 "must check the package first (PluginManager(host, ...))"
             )
+        return self.host
+
+    async def _check(
+        self, item: _Prepared, requested_by: str | None, dependency_of: str | None
+    ) -> InstallDecision:
+        from .install import check_install
+
+        host = self._install_host()
         source = self.settings.source_label
         event = {
             "kind": "plugin",
-            "name": name,
-            "version": version,
+            "name": item.name,
+            "version": item.version,
             "source": source,
-            "path": str(path),
-            "files": files,
+            "path": str(item.path),
+            "files": item.files,
+            "requested": dependency_of is None,
+            "dependency_of": dependency_of,
         }
         ctx = {"requested_by": requested_by, "source": source}
-        return await check_install(self.host, event, ctx)
+        return await check_install(host, event, ctx)
 
-    def _pip_install(self, file: Path) -> None:
-        cmd = [*self._pip(), "install", "--quiet"]
-        if not self.settings.install_dependencies:
-            cmd.append("--no-deps")
+    def _pip_install(self, folder: Path, files: Sequence[Path]) -> None:
+        """Install exactly ``files`` (all inspected) from ``folder``: no index, no other
+        find-links, no dependency resolution."""
+        cmd = [*self._pip(), "install", "--quiet", "--no-deps", *self._offline(folder)]
         if not self.settings.build_isolation:
             cmd.append("--no-build-isolation")
         if self.settings.target:
             Path(self.settings.target).mkdir(parents=True, exist_ok=True)
             cmd += ["--upgrade", "--target", self.settings.target]
-        cmd += [*self.settings.pip_index_args(), str(file)]
-        self._runner.run(cmd)
+        try:
+            self._runner.run([*cmd, *(str(f) for f in files)])
+        except PluginManagerError as exc:
+            if self.settings.build_isolation and any(not f.name.endswith(".whl") for f in files):
+                raise PluginManagerError(
+                    f"{exc} (source distributions are built offline: put their build "
+                    "requirements in actions.plugins.find_links, or set "
+                    "actions.plugins.build_isolation to false)"
+                ) from None
+            raise
 
     # -- eject ------------------------------------------------------------------------
 
@@ -1326,6 +1465,46 @@ class PluginManager:
 
 # ---------------------------------------------------------------------------
 # Archives
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """One downloaded distribution, ready for the install checks."""
+
+    path: Path
+    name: str
+    version: str | None
+    files: list[str]
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return canonicalize_name(self.name), _norm_version(self.version)
+
+
+def _norm_version(version: str | None) -> str | None:
+    if version is None:
+        return None
+    try:
+        return str(Version(version))
+    except InvalidVersion:
+        return version
+
+
+def _prepared(files: Sequence[Path], wanted: str, spec: str) -> list[_Prepared]:
+    """The downloaded distributions, the requested one first, then by name. Fails when
+    the requested one is missing or a name comes twice (fail closed)."""
+    items = [_Prepared(path, *_inspect_archive(path)) for path in files]
+    names = [canonicalize_name(item.name) for item in items]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise PluginManagerError(
+            f"pip download {spec} produced several files for {', '.join(twice)}"
+        )
+    root = [item for item in items if canonicalize_name(item.name) == wanted]
+    if not root:
+        raise PluginManagerError(f"pip download {spec} did not produce {wanted}")
+    rest = sorted((i for i in items if i is not root[0]), key=lambda i: i.key[0])
+    return [root[0], *rest]
 
 
 def _inspect_archive(path: Path) -> tuple[str, str | None, list[str]]:

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +239,187 @@ def test_install_blocked_by_a_before_install_plugin_installs_nothing(
 def test_install_accepts_only_package_requirements(tmp_path: Path, links: Path, spec: str) -> None:
     with pytest.raises(PluginManagerError):
         asyncio.run(manager(tmp_path, links, PluginHost()).install(spec))
+
+
+# -- dependencies: every distribution is downloaded and inspected before pip installs
+
+
+PLUGIN_WITH_DEP = "depplug"
+DEPENDENCY = "tinydep"
+
+
+def write_package(
+    folder: Path, name: str, *, requires: Sequence[str] = (), entry_point: str | None = None
+) -> Path:
+    """A one-module distribution ``name`` (optionally a plugin with ``entry_point``)."""
+    (folder / name).mkdir(parents=True, exist_ok=True)
+    deps = ", ".join(json.dumps(r) for r in requires)
+    entry = f'[project.entry-points.agentplug]\n{entry_point} = "{name}"\n' if entry_point else ""
+    (folder / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""
+            [build-system]
+            requires = ["setuptools"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "{name}"
+            version = "1.0"
+            dependencies = [{deps}]
+
+            [tool.setuptools]
+            packages = ["{name}"]
+            """
+        )
+        + entry,
+        encoding="utf-8",
+    )
+    (folder / name / "__init__.py").write_text("def register(api):\n    pass\n", "utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def dep_links(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """find-links folder with wheels of plugin ``depplug`` and its dependency ``tinydep``."""
+    base = tmp_path_factory.mktemp("dep-artifacts")
+    folder = base / "links"
+    build(write_package(base / DEPENDENCY, DEPENDENCY), folder, "wheel")
+    plugin = write_package(
+        base / PLUGIN_WITH_DEP, PLUGIN_WITH_DEP, requires=[DEPENDENCY], entry_point="depp"
+    )
+    build(plugin, folder, "wheel")
+    return folder
+
+
+def dep_manager(tmp_path: Path, dep_links: Path, host: PluginHost) -> PluginManager:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    configured = settings(dep_links, site).model_copy(update={"install_dependencies": True})
+    return PluginManager(host, tmp_path / "state", settings=configured)
+
+
+def installed_names(site: Path) -> list[str]:
+    return sorted(p.name for p in site.iterdir()) if site.is_dir() else []
+
+
+def test_install_policy_blocking_a_dependency_refuses_the_whole_install(
+    tmp_path: Path, dep_links: Path
+) -> None:
+    policy = {"enabled": True, "rules": [{"action": "block", "name": DEPENDENCY}]}
+    host = PluginHost({"security": {"install_policy": policy}})
+    report = asyncio.run(dep_manager(tmp_path, dep_links, host).install(PLUGIN_WITH_DEP))
+    assert not report.installed and not report.restart_required
+    assert report.name == PLUGIN_WITH_DEP  # the request, ...
+    assert report.blocked_by == "security.install_policy"
+    assert report.blocked_distribution == DEPENDENCY  # ... refused because of its dependency
+    assert f"dependency {DEPENDENCY} 1.0" in (report.reason or "")
+    assert [(i.name, i.requested, i.allowed) for i in report.inspected] == [
+        (PLUGIN_WITH_DEP, True, True),
+        (DEPENDENCY, False, False),
+    ]
+    assert installed_names(tmp_path / "site") == []  # neither the plugin nor the dependency
+
+
+def test_before_install_plugin_blocking_a_dependency_refuses_the_whole_install(
+    tmp_path: Path, dep_links: Path
+) -> None:
+    seen: list[Any] = []
+
+    def register(api: PluginApi) -> None:
+        def scan(event: Any) -> dict[str, Any] | None:
+            seen.append(event)
+            if event.name == DEPENDENCY:
+                return {"block": True, "block_reason": f"{event.name} failed the scan"}
+            return None
+
+        api.on("before_install", scan)
+
+    host = PluginHost()
+    host.register(register, "scanner")
+    report = asyncio.run(dep_manager(tmp_path, dep_links, host).install(PLUGIN_WITH_DEP))
+    assert not report.installed
+    assert report.blocked_by == "scanner" and report.blocked_distribution == DEPENDENCY
+    assert f"{DEPENDENCY} failed the scan" in (report.reason or "")
+    assert DEPENDENCY in (report.reason or "") and PLUGIN_WITH_DEP in (report.reason or "")
+    assert installed_names(tmp_path / "site") == []
+    plugin_event, dep_event = seen  # the requested package first, then its dependency
+    assert plugin_event.name == PLUGIN_WITH_DEP and plugin_event.model_extra["requested"]
+    assert dep_event.model_extra["dependency_of"] == PLUGIN_WITH_DEP
+    assert dep_event.path.endswith(".whl") and f"{DEPENDENCY}/__init__.py" in dep_event.files
+
+
+def test_allowed_plugin_and_dependency_are_both_inspected_then_installed_offline(
+    tmp_path: Path, dep_links: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentplug import plugin_manager
+
+    commands: list[list[str]] = []
+    real_run = plugin_manager._Runner.run
+
+    def record(self: Any, cmd: Any, *args: Any, **kwargs: Any) -> Any:
+        commands.append(list(cmd))
+        return real_run(self, cmd, *args, **kwargs)
+
+    monkeypatch.setattr(plugin_manager._Runner, "run", record)
+    seen: list[str] = []
+
+    def register(api: PluginApi) -> None:
+        api.on("before_install", lambda event: seen.append(event.path))
+
+    host = PluginHost()
+    host.register(register, "observer")
+    report = asyncio.run(dep_manager(tmp_path, dep_links, host).install(PLUGIN_WITH_DEP))
+    assert report.installed and report.blocked_distribution is None
+    assert [(i.name, i.version, i.allowed) for i in report.inspected] == [
+        (PLUGIN_WITH_DEP, "1.0", True),
+        (DEPENDENCY, "1.0", True),
+    ]
+    site = tmp_path / "site"
+    assert (site / PLUGIN_WITH_DEP / "__init__.py").is_file()
+    assert (site / DEPENDENCY / "__init__.py").is_file()
+    download, install = commands
+    assert "download" in download and "--no-deps" not in download  # dependencies fetched
+    # pip installs exactly the inspected files: no index, no dependency resolution
+    assert {"install", "--no-index", "--no-deps"} <= set(install)
+    assert "--index-url" not in install and str(dep_links) not in install
+    folder = install[install.index("--find-links") + 1]
+    assert install[-2:] == seen
+    assert all(Path(path).parent == Path(folder) for path in seen)
+
+
+def test_environment_install_inspects_and_installs_only_what_the_environment_lacks(
+    tmp_path: Path, dep_links: Path
+) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check"]
+    offline = ["--no-index", "--find-links", str(dep_links)]
+
+    def names() -> set[str]:
+        listed = subprocess.run([*pip, "list", "--format", "json"], capture_output=True, text=True)
+        return {row["name"] for row in json.loads(listed.stdout)}
+
+    policy = {"enabled": True, "rules": [{"action": "block", "name": DEPENDENCY}]}
+    host = PluginHost({"security": {"install_policy": policy}})
+    configured = PluginSettings(
+        find_links=[str(dep_links)],
+        no_index=True,
+        python=str(python),
+        build_isolation=False,
+        install_dependencies=True,
+    )
+    pm = PluginManager(host, tmp_path / "state", settings=configured)
+    blocked = asyncio.run(pm.install(PLUGIN_WITH_DEP))  # the environment lacks tinydep
+    assert not blocked.installed and blocked.blocked_distribution == DEPENDENCY
+    assert not {PLUGIN_WITH_DEP, DEPENDENCY} & names()
+
+    subprocess.run([*pip, "install", *offline, DEPENDENCY], check=True, capture_output=True)
+    report = asyncio.run(pm.install(PLUGIN_WITH_DEP))
+    # tinydep is already installed, so pip adds only the plugin: only it is inspected
+    assert report.installed, report.reason
+    assert [i.name for i in report.inspected] == [PLUGIN_WITH_DEP]
+    assert {PLUGIN_WITH_DEP, DEPENDENCY} <= names()
 
 
 def test_plugin_settings_errors_name_the_actions_plugins_key() -> None:
