@@ -55,6 +55,9 @@ from .reducers import Reducer, reducer_for
 from .store import StateStore, open_store
 
 if TYPE_CHECKING:
+    from .actions.runtime import AgentRuntime
+    from .policies import TrustedToolPolicies
+    from .sessions import SessionApi, SessionServices
     from .sync import SyncHost
 
 __all__ = ["PluginApi", "PluginHost", "PluginRecord"]
@@ -214,7 +217,7 @@ class PluginApi:
         )
 
     @property
-    def session(self) -> Any:
+    def session(self) -> SessionApi:
         """Session services: ``api.session.state`` and ``api.session.workflow``."""
         return self._host.sessions.api_for(self._record)
 
@@ -315,25 +318,28 @@ class PluginHost:
         return service
 
     @property
-    def trusted_policies(self) -> Any:
+    def trusted_policies(self) -> TrustedToolPolicies:
         """Trusted tool policies (run before ordinary ``before_tool_call`` handlers)."""
         from .policies import TrustedToolPolicies
 
-        return self._service("trusted_policies", TrustedToolPolicies)
+        service: TrustedToolPolicies = self._service("trusted_policies", TrustedToolPolicies)
+        return service
 
     @property
-    def sessions(self) -> Any:
+    def sessions(self) -> SessionServices:
         """Session extensions, next-turn injections and cleanup callbacks."""
         from .sessions import SessionServices
 
-        return self._service("sessions", SessionServices)
+        service: SessionServices = self._service("sessions", SessionServices)
+        return service
 
     @property
-    def actions(self) -> Any:
+    def actions(self) -> AgentRuntime:
         """The action runtime (``await host.actions.load()`` collects actions)."""
         from .actions.runtime import AgentRuntime
 
-        return self._service("actions", AgentRuntime)
+        service: AgentRuntime = self._service("actions", AgentRuntime)
+        return service
 
     def _warn_once(self, record: PluginRecord, key: str, message: str) -> None:
         if (record.plugin_id, key) in self._warned:

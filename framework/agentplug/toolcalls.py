@@ -182,6 +182,7 @@ class ToolCallGate:
                     handlers=handlers,
                 ),
             )
+        approval: ApprovalRequest | None
         if policy.approval is not None:
             # The policy's request came first: parameters were frozen at that point.
             params, approval = policy.params, policy.approval

@@ -52,7 +52,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
@@ -225,7 +225,7 @@ class HostTerminal:
         """The service the next run goes through (``FileNotFoundError`` for a missing cwd)."""
         service = self.host.actions.get_service(TERMINAL_SERVICE)
         if service is not None and callable(getattr(service, "run", None)):
-            return service  # type: ignore[no-any-return]
+            return cast("TerminalService", service)
         configured = _shell_settings(self.host).cwd
         return LocalTerminalService(Path(configured) if configured else self.default_cwd)
 
