@@ -54,12 +54,16 @@ def prepare(agentplug_dispatch: Dispatcher) -> Prepare:
     return prepare
 
 
-def test_loads_from_its_entry_point_with_both_prompt_hooks(
+def test_loads_from_its_entry_point_with_both_prompt_hooks_and_the_failure_watcher(
     prompt_context: PluginRecord, agentplug_host: PluginHost
 ) -> None:
     assert agentplug_host.plugins == [prompt_context]
     assert (prompt_context.plugin_id, prompt_context.bundled) == (PLUGIN_ID, False)
-    assert sorted(prompt_context.hooks) == ["agent_turn_prepare", "before_prompt_build"]
+    assert sorted(prompt_context.hooks) == [
+        "after_tool_call",
+        "agent_turn_prepare",
+        "before_prompt_build",
+    ]
 
 
 @prompt_context_entry(config={"context": "The user is on the billing team."})
@@ -125,3 +129,30 @@ def test_allow_prompt_injection_false_switches_both_hooks_off(
     assert HandlerStatus.OK not in [h.status for h in result.handlers]
     assert result.outcome.prepend_context is None
     assert prepare([{"text": "queued"}]).prepend_context is None
+
+
+def test_a_failed_tool_call_reaches_the_next_turn_exactly_once(
+    prompt_context: PluginRecord,
+    agentplug_host: PluginHost,
+    agentplug_dispatch: Dispatcher,
+    agentplug_run: Callable[[Any], Any],
+) -> None:
+    from agentplug.turns import prepare_turn
+
+    failure = {"tool_name": "web_search", "error": "rate limited", "tool_call_id": "t1"}
+    agentplug_dispatch("after_tool_call", failure, {"session_key": "s1"})
+    agentplug_dispatch("after_tool_call", failure, {"session_key": "s1"})  # a retried note
+
+    first = agentplug_run(prepare_turn(agentplug_host, "s1", "hello", []))
+    second = agentplug_run(prepare_turn(agentplug_host, "s1", "hello again", []))
+
+    note = "Note: the last web_search call failed (rate limited)."
+    assert first.prepend_context is not None and first.prepend_context.count(note) == 1
+    assert second.prepend_context is None or note not in second.prepend_context
+
+
+def test_a_successful_tool_call_queues_nothing(
+    prompt_context: PluginRecord, agentplug_host: PluginHost, agentplug_dispatch: Dispatcher
+) -> None:
+    agentplug_dispatch("after_tool_call", {"tool_name": "web_search"}, {"session_key": "s1"})
+    assert agentplug_host.sessions.pending_injections("s1") == []

@@ -8,8 +8,13 @@ Two ``@hookimpl`` handlers:
   (``event.injections``: ``{text, placement}`` items) into ``prepend_context`` (or
   ``append_context`` for ``placement: "append_context"``).
 
+And through ``register(api)``, the other half of next-turn injections: when a tool call of
+a session fails (``after_tool_call``), it queues a note with
+``api.session.workflow.enqueue_next_turn_injection`` so the model hears about it, once, on
+its next turn.
+
 Both are prompt hooks: ``plugins.entries.prompt-context.hooks.allow_prompt_injection = false``
-switches them off without uninstalling the plugin.
+switches them (and the queued notes) off without uninstalling the plugin.
 """
 
 from __future__ import annotations
@@ -25,13 +30,16 @@ from agentplug_hookspecs.agent import (
     PromptBuildResult,
     TurnPrepareEvent,
 )
+from agentplug_hookspecs.tools import AfterToolCallEvent, ToolContext
 
 __all__ = [
     "APPEND_PLACEMENTS",
     "DEFAULT_MAX_CHARS",
+    "FAILURE_NOTE_TTL_MS",
     "PLUGIN_ID",
     "agent_turn_prepare",
     "before_prompt_build",
+    "register",
     "utc_now",
 ]
 
@@ -40,6 +48,10 @@ APPEND_PLACEMENTS = frozenset({"append_context", "append", "appendContext"})
 """Placements that go after the prompt; every other (or no) placement goes before it."""
 DEFAULT_MAX_CHARS = 8_000
 """Default ``max_chars``: the most context one handler adds to one field."""
+
+
+FAILURE_NOTE_TTL_MS = 15 * 60 * 1000
+"""A failure note older than this is stale and dropped undelivered."""
 
 
 def utc_now() -> dt.datetime:
@@ -102,3 +114,25 @@ def agent_turn_prepare(event: TurnPrepareEvent) -> ContextResult | None:
         prepend_context=_bounded("\n\n".join(before), limit) if before else None,
         append_context=_bounded("\n\n".join(after), limit) if after else None,
     )
+
+
+def register(api: Any) -> None:
+    """Queue a next-turn injection when a tool call of a session fails.
+
+    The model hears about the failure exactly once, on its next turn (the host drains the
+    queue before the prompt hooks and ``agent_turn_prepare`` above renders it); a retried
+    notification for the same tool call collapses to the first (idempotency key).
+    """
+
+    def remember_failure(event: AfterToolCallEvent, ctx: ToolContext) -> None:
+        if not event.error or not ctx.session_key:
+            return
+        api.session.workflow.enqueue_next_turn_injection(
+            ctx.session_key,
+            _bounded(f"Note: the last {event.tool_name} call failed ({event.error}).", 500),
+            placement="prepend",
+            ttl_ms=FAILURE_NOTE_TTL_MS,
+            idempotency_key=f"tool-failure:{event.tool_call_id or event.tool_name}",
+        )
+
+    api.on("after_tool_call", remember_failure)
