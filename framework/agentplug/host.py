@@ -341,13 +341,22 @@ class PluginHost:
         service: AgentRuntime = self._service("actions", AgentRuntime)
         return service
 
-    def _warn_once(self, record: PluginRecord, key: str, message: str) -> None:
+    def _warn_once(
+        self,
+        record: PluginRecord,
+        key: str,
+        message: str,
+        *,
+        category: type[Warning] | None = DeprecationWarning,
+    ) -> None:
+        """Record and log ``message`` once per plugin and ``key`` (and warn if a category)."""
         if (record.plugin_id, key) in self._warned:
             return
         self._warned.add((record.plugin_id, key))
         record.warnings.append(message)
         log.warning(message)
-        warnings.warn(message, DeprecationWarning, stacklevel=4)
+        if category is not None:
+            warnings.warn(message, category, stacklevel=4)
 
     # -- the catalogue ----------------------------------------------------------------
 
@@ -603,37 +612,28 @@ class PluginHost:
         listed = record.refused_hooks if gate is not None else record.hooks
         if hook not in listed:
             listed.append(hook)
-        if decl.deprecation is not None and (record.plugin_id, hook) not in self._warned:
-            self._warned.add((record.plugin_id, hook))
-            message = (
+        if decl.deprecation is not None:
+            self._warn_once(
+                record,
+                hook,
                 f"plugin {record.plugin_id!r} uses deprecated hook {hook!r}; "
-                f"use {decl.deprecation.replacement} instead"
+                f"use {decl.deprecation.replacement} instead",
             )
-            record.warnings.append(message)
-            log.warning(message)
-            warnings.warn(message, DeprecationWarning, stacklevel=4)
-        if gate is not None and (record.plugin_id, "gate:" + hook) not in self._warned:
-            self._warned.add((record.plugin_id, "gate:" + hook))
-            record.warnings.append(gate)
-            log.warning(gate)
+        if gate is not None:
+            self._warn_once(record, "gate:" + hook, gate, category=None)
         if decl.kind is HookKind.SYNC:
-            owner_async = [
-                o.is_async
-                for n, o in self._owners.items()
-                if o.plugin_id == record.plugin_id and o.is_async
-            ]
-            impls = [
-                i
-                for i in getattr(self._pm.hook, hook).get_hookimpls()
-                if self._owners[i.plugin_name].plugin_id == record.plugin_id
-            ]
-            if owner_async or any(inspect.iscoroutinefunction(i.function) for i in impls):
-                message = (
-                    f"plugin {record.plugin_id!r}: hook {hook!r} is synchronous; the async "
-                    "handler is ignored (make it a plain function)"
-                )
-                record.warnings.append(message)
-                log.warning(message)
+            for impl in getattr(self._pm.hook, hook).get_hookimpls():
+                owner = self._owners[impl.plugin_name]
+                if owner.plugin_id == record.plugin_id and (
+                    owner.is_async or inspect.iscoroutinefunction(impl.function)
+                ):
+                    self._warn_once(
+                        record,
+                        "async:" + hook,
+                        f"plugin {record.plugin_id!r}: hook {hook!r} is synchronous; the "
+                        "async handler is ignored (make it a plain function)",
+                        category=None,
+                    )
 
     # -- plans ------------------------------------------------------------------------
 
