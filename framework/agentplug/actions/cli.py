@@ -32,6 +32,7 @@ from agentplug.actions.custom import (
     read_custom_action_defs,
 )
 from agentplug.actions.registry import normalize_action_name
+from agentplug.errors import AgentplugError
 from agentplug.security.ssrf import SSRFPolicy
 
 __all__ = ["DEFAULT_CONFIG", "add_actions_commands", "main", "run_actions_cli"]
@@ -246,14 +247,29 @@ def _parse_params(pairs: Sequence[str]) -> dict[str, str]:
     return params
 
 
+def _cli_policy(path: Path | str, extra_hosts: list[str]) -> SSRFPolicy:
+    """The config file's ``security.ssrf`` policy plus ``--allow-host`` entries."""
+    from agentplug.actions.runtime import operator_ssrf_policy
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = {}
+    security = data.get("security", {}) if isinstance(data, dict) else {}
+    policy = operator_ssrf_policy(security if isinstance(security, dict) else {}, str(path))
+    if not extra_hosts:
+        return policy
+    return policy.model_copy(update={"allow_hosts": [*policy.allow_hosts, *extra_hosts]})
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     """``actions test``: run one definition's handler and print ``{ok, output}``."""
     path = _config_path(args.config)
     try:
         definitions, errors = read_custom_action_defs(path)
         params = _parse_params(args.param)
-        policy = SSRFPolicy(allow_hosts=list(args.allow_host))
-    except (CustomActionConfigError, ValueError) as exc:
+        policy = _cli_policy(path, list(args.allow_host))
+    except (CustomActionConfigError, ValueError, AgentplugError) as exc:
         return _error(str(exc))
     defn = _find(definitions, args.name)
     if defn is None:

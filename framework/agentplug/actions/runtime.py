@@ -6,6 +6,8 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from agentplug.actions.custom import (
     CustomActionServices,
     LoadResult,
@@ -15,13 +17,29 @@ from agentplug.actions.custom import (
 from agentplug.actions.flow import FlowResult, SimpleActionRuntime, run_action_flow
 from agentplug.actions.model import Message, State
 from agentplug.actions.registry import ActionRegistry
+from agentplug.errors import ConfigError
+from agentplug.security.ssrf import SSRFPolicy
 
 if TYPE_CHECKING:
     from agentplug.host import PluginHost
 
-__all__ = ["AgentRuntime"]
+__all__ = ["AgentRuntime", "operator_ssrf_policy"]
 
 log = logging.getLogger("agentplug.actions")
+
+
+def operator_ssrf_policy(security: Mapping[str, Any], source: str | None = None) -> SSRFPolicy:
+    """The operator's SSRF policy from ``security.ssrf`` (``allowHosts``, ``allowCidrs``,
+    timeouts, ``maxResponseBytes``); errors name the key."""
+    raw = security.get("ssrf", {})
+    try:
+        return SSRFPolicy.model_validate(raw if raw is not None else {})
+    except ValidationError as exc:
+        issues = [
+            ("security.ssrf." + ".".join(str(p) for p in err["loc"]), err["msg"])
+            for err in exc.errors()
+        ]
+        raise ConfigError(issues or [("security.ssrf", str(exc))], source) from None
 
 
 class AgentRuntime(SimpleActionRuntime):
@@ -59,6 +77,14 @@ class AgentRuntime(SimpleActionRuntime):
             if handler.error:
                 problems.append(f"plugin {handler.plugin_id!r}: provide_actions {handler.error}")
         config: Mapping[str, Any] = {"customActions": list(self.host.config.custom_actions)}
+        if self.custom_services is None:
+            # Custom actions reach the network through the operator's SSRF policy
+            # (``security.ssrf.allowHosts`` admits, e.g., the host's own API port).
+            shell_cwd = (self.host.config.actions.get("shell") or {}).get("cwd")
+            self.custom_services = CustomActionServices.default(
+                ssrf_policy=operator_ssrf_policy(self.host.config.security),
+                shell_cwd=shell_cwd,
+            )
         self.custom = load_custom_actions(config, services=self.custom_services)
         for error in self.custom.errors:
             problems.append(str(error))

@@ -73,6 +73,7 @@ from agentplug.actions.custom import (
 )
 from agentplug.actions.model import Action
 from agentplug.actions.registry import ActionConflictError, normalize_action_name
+from agentplug.actions.runtime import operator_ssrf_policy
 from agentplug.actions.terminal import LocalTerminalService, TerminalResult, TerminalService
 from agentplug.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
 from agentplug.errors import AgentplugError
@@ -738,7 +739,7 @@ class ControlApi:
             return _error(404, f"no custom action with id {action_id!r}")
         defn = self._validate(entries[index])
         services = self.host.actions.custom_services or CustomActionServices.default(
-            terminal=self.terminal
+            ssrf_policy=operator_ssrf_policy(self.host.config.security), terminal=self.terminal
         )
         started = time.perf_counter()
         output = await build_test_handler(defn, services=services)(params)
