@@ -477,11 +477,12 @@ class PluginHost:
         unknown hook, failing ``register``) is recorded in :attr:`load_errors` with its
         id and cause; the others still load.
         """
+        from .ejected import activate_install_target, ejected_preference
         from .loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
-        from .plugin_manager import activate_install_target, prefer_ejected_copy
 
         with contextlib.suppress(ConfigError):
             activate_install_target(self)
+        prefer_ejected_copy = ejected_preference(self)
         for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
             if spec.name in self._hookspec_sources:
                 continue  # a reload: these hooks are declared already
@@ -503,7 +504,7 @@ class PluginHost:
             if pid in self._records:
                 continue
             # An ejected (local, editable) copy of the plugin wins over the installed one.
-            prefer_ejected_copy(self, pid)
+            prefer_ejected_copy(pid)
             try:
                 obj = found.load()
             except Exception as exc:

@@ -147,15 +147,16 @@ class RestartReport(BaseModel):
 
 
 def _state_dir(host: PluginHost) -> Path:
-    from agentplug.plugin_manager import resolve_state_dir
+    from agentplug.ejected import resolve_state_dir
 
     return resolve_state_dir(host)
 
 
 def plugin_snapshot(host: PluginHost, state_dir: Path | None = None) -> dict[str, str]:
     """A fingerprint per installed plugin id: distribution, version and ejected source."""
+    from agentplug.ejected import _plugins_root
     from agentplug.loader import ENTRY_POINT_GROUP, discover
-    from agentplug.plugin_manager import _plugins_root, source_fingerprint
+    from agentplug.plugin_manager import source_fingerprint
 
     root = _plugins_root(state_dir or _state_dir(host))
     snapshot: dict[str, str] = {}
