@@ -801,12 +801,17 @@ class PluginHost:
         if kind is HookKind.OBSERVE:
             records = await run_concurrent(decl, plan, ev, cx, self.tracker)
             return DispatchResult(name, _OBSERVED, records)
-        reducer = self._reducers[name](decl, ev)
         if kind is HookKind.SYNC:
-            records = run_sync(decl, plan, reducer, cx)
-        else:
-            records = await run_sequential(decl, plan, reducer, cx, self.tracker, timing)
+            return self._run_sync(decl, ev, cx)
+        reducer = self._reducers[name](decl, ev)
+        records = await run_sequential(decl, plan, reducer, cx, self.tracker, timing)
         return DispatchResult(name, reducer.finish(), records)
+
+    def _run_sync(self, decl: HookDecl, ev: Event, cx: Context) -> DispatchResult[Any]:
+        plan = self._plans.get(decl.name) or self._build_plan(decl.name)
+        reducer = self._reducers[decl.name](decl, ev)
+        records = run_sync(decl, plan, reducer, cx)
+        return DispatchResult(decl.name, reducer.finish(), records)
 
     def enable_tracing(self, tracer: Any = None) -> None:
         """Emit OpenTelemetry spans per dispatch and per handler (needs ``[otel]``)."""
@@ -825,10 +830,7 @@ class PluginHost:
                 f"hook {hook!r} is {decl.kind.value}, not sync: use `await host.dispatch(...)` "
                 "or host.sync.dispatch(...)"
             )
-        plan = self._plans.get(decl.name) or self._build_plan(decl.name)
-        reducer = self._reducers[decl.name](decl, ev)
-        records = run_sync(decl, plan, reducer, cx)
-        return DispatchResult(decl.name, reducer.finish(), records)
+        return self._run_sync(decl, ev, cx)
 
     def emit(
         self,
