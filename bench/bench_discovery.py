@@ -9,9 +9,9 @@ and imports excluded):
 
 * ``fresh``: ``importlib_metadata.entry_points(group="agentplug")``, first call in a new
   process (what every start pays without the cache);
-* ``fresh_discover``: ``agentplug.loader.discover("agentplug", use_cache=False)`` (the same
+* ``fresh_discover``: ``agentplug.core.loader.discover("agentplug", use_cache=False)`` (the same
   scan plus reading each hit's ``Name``/``Version``; informational);
-* ``warm``: ``agentplug.loader.discover("agentplug", cache_dir=<tmp>)`` after the cache was
+* ``warm``: ``agentplug.core.loader.discover("agentplug", cache_dir=<tmp>)`` after the cache was
   primed once; ``loader._scan`` is replaced by a function that raises, so a cache miss
   cannot pass silently as a "warm" number.
 
@@ -52,7 +52,7 @@ _FRESH = textwrap.dedent(
 _FRESH_DISCOVER = textwrap.dedent(
     """
     import json, time
-    from agentplug import loader
+    from agentplug.core import loader
     t0 = time.perf_counter()
     found = loader.discover("agentplug", use_cache=False)
     dt = time.perf_counter() - t0
@@ -64,7 +64,7 @@ _WARM = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from agentplug import loader
+    from agentplug.core import loader
     cache_dir = Path(sys.argv[1])
     if sys.argv[2] == "prime":
         found = loader.discover("agentplug", cache_dir=cache_dir)

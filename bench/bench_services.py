@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from agentplug import PluginApi, PluginHost
-from agentplug.approvals import ApprovalBroker, ProgrammaticResolver
+from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
+from agentplug.services.toolcalls import ToolCallGate
 from agentplug.store import MemoryStore, SQLiteStore, StateStore
-from agentplug.toolcalls import ToolCallGate
 from agentplug_hookspecs.tools import ApprovalRequest
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from agentplug.codegen import FACADE_PATH, render_facade
-from agentplug.reference import render_hook_reference
+from agentplug.cli.codegen import FACADE_PATH, render_facade
+from agentplug.cli.reference import render_hook_reference
 from agentplug_hookspecs import builtin_declarations
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentplug import PluginHost
-from agentplug.loader import DiscoveredPlugin, discover, environment_fingerprint
+from agentplug.core.loader import DiscoveredPlugin, discover, environment_fingerprint
 
 FakeDist = Callable[..., Path]
 

@@ -1,7 +1,7 @@
-"""The pytest plugin (``agentplug.pytest_plugin``), exercised with pytest's ``pytester``.
+"""The pytest plugin (``agentplug.testing.pytest_plugin``), exercised with pytest's ``pytester``.
 
 Until the ``pytest11`` entry point is installed, the inner sessions load the plugin with
-``-p agentplug.pytest_plugin``; once it is installed they rely on the entry point (loading
+``-p agentplug.testing.pytest_plugin``; once it is installed they rely on the entry point (loading
 the module twice under two names would be an error).
 """
 
@@ -20,12 +20,14 @@ pytest_plugins = ["pytester"]
 
 def _entry_point_installed() -> bool:
     return any(
-        ep.name == "agentplug" and ep.value == "agentplug.pytest_plugin"
+        ep.name == "agentplug" and ep.value == "agentplug.testing.pytest_plugin"
         for ep in importlib_metadata.entry_points(group="pytest11")
     )
 
 
-PLUGIN_ARGS: tuple[str, ...] = () if _entry_point_installed() else ("-p", "agentplug.pytest_plugin")
+PLUGIN_ARGS: tuple[str, ...] = (
+    () if _entry_point_installed() else ("-p", "agentplug.testing.pytest_plugin")
+)
 
 PREFLIGHT = """
 from agentplug import hookimpl
@@ -279,7 +281,7 @@ def test_recorder_sees_every_dispatch(pytester: pytest.Pytester) -> None:
             assert len(agentplug_recorder) == 0
 
         def test_uninstall_restores_the_instance(agentplug_host):
-            from agentplug.pytest_plugin import DispatchRecorder
+            from agentplug.testing.pytest_plugin import DispatchRecorder
             recorder = DispatchRecorder(agentplug_host)
             recorder.install()
             assert "dispatch" in vars(agentplug_host)
@@ -301,7 +303,7 @@ def test_scripted_approvals_decide(pytester: pytest.Pytester) -> None:
         import asyncio
         import pytest
         import preflight
-        from agentplug.approvals import ApprovalBroker
+        from agentplug.services.approvals import ApprovalBroker
 
         @pytest.fixture(autouse=True)
         def _load(agentplug_load):
@@ -511,7 +513,7 @@ def test_scenario_crash_names_the_running_step(pytester: pytest.Pytester) -> Non
 
         @pytest.hookimpl(wrapper=True)
         def pytest_runtest_call(item):
-            scenario = importlib.import_module("agentplug.scenario")  # what the item runs
+            scenario = importlib.import_module("agentplug.testing.scenario")  # what the item runs
             original = scenario.ApprovalBroker
             scenario.ApprovalBroker = Broken
             try:
@@ -591,7 +593,10 @@ def test_pytest11_entry_point_and_opt_out(pytester: pytest.Pytester) -> None:
     """With the entry point the plugin loads by itself; ``-p no:agentplug`` removes it."""
     if not _entry_point_installed():
         _fake_dist(
-            pytester, "agentplug-pytest-fake", "pytest11", {"agentplug": "agentplug.pytest_plugin"}
+            pytester,
+            "agentplug-pytest-fake",
+            "pytest11",
+            {"agentplug": "agentplug.testing.pytest_plugin"},
         )
         pytester.syspathinsert()
     pytester.makefile(".json", scenario_a='{"steps": []}')
@@ -620,30 +625,32 @@ def test_importing_the_plugin_does_not_import_the_runtime() -> None:
         import sys
         import agentplug
         before = set(sys.modules)
-        import agentplug.pytest_plugin
+        import agentplug.testing.pytest_plugin
         print(sorted(m for m in set(sys.modules) - before if m.startswith("agentplug")))
         """
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.strip() == "['agentplug.pytest_plugin']"
+    assert out.strip() == "['agentplug.testing', 'agentplug.testing.pytest_plugin']"
 
-    probe = "import sys, agentplug.pytest_plugin; print('agentplug.host' in sys.modules)"
+    probe = (
+        "import sys, agentplug.testing.pytest_plugin; print('agentplug.core.host' in sys.modules)"
+    )
     eager = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.strip()
     if eager == "True":
         pytest.xfail(
             "agentplug/__init__.py imports the runtime eagerly, so importing any submodule "
-            "(this plugin included) loads agentplug.host"
+            "(this plugin included) loads agentplug.core.host"
         )
 
 
 def test_plugin_module_has_no_top_level_runtime_import() -> None:
     import ast
 
-    import agentplug.pytest_plugin as plugin
+    import agentplug.testing.pytest_plugin as plugin
 
     tree = ast.parse(Path(plugin.__file__).read_text(encoding="utf-8"))
     runtime = []

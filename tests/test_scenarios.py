@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentplug import scenario as scenario_module
-from agentplug.cli import main
-from agentplug.loader import ENTRY_POINT_GROUP, discover
-from agentplug.scenario import ScenarioError, build_host, load_scenario
-from agentplug.scenario_check import (
+from agentplug.cli.main import main
+from agentplug.core.loader import ENTRY_POINT_GROUP, discover
+from agentplug.testing import scenario as scenario_module
+from agentplug.testing.scenario import ScenarioError, build_host, load_scenario
+from agentplug.testing.scenario_check import (
     ScenarioRunError,
     check,
     load_checked_scenario,
@@ -443,14 +443,14 @@ def test_check_and_render_in_process(project: Path, fresh_modules: None) -> None
 
 
 def test_scenario_error_is_an_agentplug_error_not_a_config_error() -> None:
-    from agentplug.errors import AgentplugError, ConfigError
+    from agentplug.core.errors import AgentplugError, ConfigError
 
     assert issubclass(ScenarioError, AgentplugError)
     assert not issubclass(ScenarioError, ConfigError)
 
 
 def test_scenario_check_does_not_import_pytest() -> None:
-    code = "import sys, agentplug.scenario_check; print('pytest' in sys.modules)"
+    code = "import sys, agentplug.testing.scenario_check; print('pytest' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
 

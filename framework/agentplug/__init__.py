@@ -33,7 +33,7 @@ from agentplug_hookspecs import (
     declare,
 )
 
-from .errors import (
+from agentplug.core.errors import (
     AgentplugError,
     ConfigError,
     DuplicatePluginError,
@@ -41,23 +41,23 @@ from .errors import (
     PluginLoadError,
     UnknownHookError,
 )
-from .markers import HandlerOptions, hookimpl
+from agentplug.core.markers import HandlerOptions, hookimpl
 
 __version__ = "0.1.0"
 
 # The runtime and the action APIs load on first use: plugin modules only need
-# ``hookimpl`` at import time, and pytest imports ``agentplug.pytest_plugin`` in every
+# ``hookimpl`` at import time, and pytest imports ``agentplug.testing.pytest_plugin`` in every
 # session of an environment where agentplug is installed.
 _LAZY = {
-    "PluginHost": "agentplug.host",
-    "PluginApi": "agentplug.host",
-    "PluginRecord": "agentplug.host",
-    "AgentplugConfig": "agentplug.config",
-    "load_config": "agentplug.config",
-    "DispatchResult": "agentplug.dispatch",
-    "HandlerReport": "agentplug.dispatch",
-    "HandlerStatus": "agentplug.dispatch",
-    "filter_exec_env": "agentplug.execenv",
+    "PluginHost": "agentplug.core.host",
+    "PluginApi": "agentplug.core.host",
+    "PluginRecord": "agentplug.core.host",
+    "AgentplugConfig": "agentplug.core.config",
+    "load_config": "agentplug.core.config",
+    "DispatchResult": "agentplug.core.dispatch",
+    "HandlerReport": "agentplug.core.dispatch",
+    "HandlerStatus": "agentplug.core.dispatch",
+    "filter_exec_env": "agentplug.security.execenv",
     "Action": "agentplug.actions.model",
     "ActionParameter": "agentplug.actions.model",
     "ActionResult": "agentplug.actions.model",
@@ -75,15 +75,15 @@ _LAZY = {
     "SSRFPolicy": "agentplug.security.ssrf",
     "SSRFBlocked": "agentplug.security.ssrf",
     "guarded_fetch": "agentplug.security.ssrf",
-    "ApprovalBroker": "agentplug.approvals",
-    "ScriptedResolver": "agentplug.approvals",
-    "SyncHost": "agentplug.sync",
+    "ApprovalBroker": "agentplug.services.approvals",
+    "ScriptedResolver": "agentplug.services.approvals",
+    "SyncHost": "agentplug.core.sync",
     "MemoryStore": "agentplug.store",
     "SQLiteStore": "agentplug.store",
 }
 
 if TYPE_CHECKING:
-    from .actions.custom import (
+    from agentplug.actions.custom import (
         CustomActionDef,
         CustomActionServices,
         build_test_handler,
@@ -91,17 +91,17 @@ if TYPE_CHECKING:
         load_custom_actions,
         register_custom_action_live,
     )
-    from .actions.flow import FlowResult, run_action_flow
-    from .actions.model import Action, ActionParameter, ActionResult, Message
-    from .actions.registry import ActionConflictError, ActionRegistry
-    from .approvals import ApprovalBroker, ScriptedResolver
-    from .config import AgentplugConfig, load_config
-    from .dispatch import DispatchResult, HandlerReport, HandlerStatus
-    from .execenv import filter_exec_env
-    from .host import PluginApi, PluginHost, PluginRecord
-    from .security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
-    from .store import MemoryStore, SQLiteStore
-    from .sync import SyncHost
+    from agentplug.actions.flow import FlowResult, run_action_flow
+    from agentplug.actions.model import Action, ActionParameter, ActionResult, Message
+    from agentplug.actions.registry import ActionConflictError, ActionRegistry
+    from agentplug.core.config import AgentplugConfig, load_config
+    from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
+    from agentplug.core.host import PluginApi, PluginHost, PluginRecord
+    from agentplug.core.sync import SyncHost
+    from agentplug.security.execenv import filter_exec_env
+    from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
+    from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
+    from agentplug.store import MemoryStore, SQLiteStore
 
 
 def __getattr__(name: str) -> Any:

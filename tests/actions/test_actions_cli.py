@@ -15,7 +15,7 @@ from typing import Any
 
 import agentplug
 import pytest
-from agentplug.actions.cli import add_actions_commands, run_actions_cli
+from agentplug.cli.actions import add_actions_commands, run_actions_cli
 
 
 def entry(**changes: Any) -> dict[str, Any]:
@@ -196,7 +196,7 @@ def test_module_runs_as_a_script(tmp_path: Path) -> None:
     framework = str(Path(agentplug.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": framework + os.pathsep + os.environ.get("PYTHONPATH", "")}
     done = subprocess.run(
-        [sys.executable, "-m", "agentplug.actions.cli", "list", "--config", str(config), "--json"],
+        [sys.executable, "-m", "agentplug.cli.actions", "list", "--config", str(config), "--json"],
         capture_output=True,
         text=True,
         env=env,

@@ -28,8 +28,8 @@ import httpx  # noqa: E402
 from agentplug import PluginApi, PluginHost  # noqa: E402
 from agentplug.api.app import create_app  # noqa: E402
 from agentplug.api.serve import build_host, start_host  # noqa: E402
-from agentplug.config import load_config  # noqa: E402
-from agentplug.toolcalls import ToolCallDecision, ToolCallGate  # noqa: E402
+from agentplug.core.config import load_config  # noqa: E402
+from agentplug.services.toolcalls import ToolCallDecision, ToolCallGate  # noqa: E402
 from websockets.exceptions import InvalidHandshake  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 

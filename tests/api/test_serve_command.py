@@ -71,7 +71,7 @@ def test_serve_without_the_api_extra_names_the_extra_and_exits_non_zero(tmp_path
         "import sys\nfor m in ('starlette', 'uvicorn', 'websockets'):\n    sys.modules[m] = None\n"
     )
     script = blocked + (
-        "import agentplug, agentplug.cli, agentplug.api, agentplug.api.serve\n"
+        "import agentplug, agentplug.cli.main, agentplug.api, agentplug.api.serve\n"
         "from agentplug.api.serve import main\n"
         f"raise SystemExit(main(['--port', '0', '--state-dir', {str(tmp_path)!r}]))\n"
     )

@@ -11,10 +11,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginHost
-from agentplug.actions.flow import FlowResult
-from agentplug.actions.model import Message
-from agentplug.actions.terminal import TerminalResult
-from agentplug.builtins.comms import (
+from agentplug.actions.builtins.comms import (
     LOG_LEVELS_SERVICE,
     OUTPUT_HUB_SERVICE,
     TRACE,
@@ -23,7 +20,10 @@ from agentplug.builtins.comms import (
     RoomLogLevels,
     room_logger,
 )
-from agentplug.errors import ConfigError
+from agentplug.actions.flow import FlowResult
+from agentplug.actions.model import Message
+from agentplug.actions.terminal import TerminalResult
+from agentplug.core.errors import ConfigError
 
 
 def make_host(actions: dict[str, Any] | None = None) -> PluginHost:

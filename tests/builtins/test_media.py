@@ -14,9 +14,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginHost
-from agentplug.actions.flow import FlowResult
-from agentplug.actions.model import Attachment, Message
-from agentplug.builtins.media import (
+from agentplug.actions.builtins.media import (
     MEDIA_SERVICE,
     MediaProviders,
     MediaResult,
@@ -26,7 +24,9 @@ from agentplug.builtins.media import (
     load_emote_catalogue,
     media_providers,
 )
-from agentplug.errors import ConfigError
+from agentplug.actions.flow import FlowResult
+from agentplug.actions.model import Attachment, Message
+from agentplug.core.errors import ConfigError
 
 
 def make_host(actions: dict[str, Any] | None = None) -> PluginHost:

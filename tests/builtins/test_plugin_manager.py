@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from agentplug import PluginApi, PluginHost
 from agentplug.actions.model import Message
-from agentplug.errors import ConfigError
-from agentplug.plugin_manager import (
+from agentplug.core.errors import ConfigError
+from agentplug.plugins.manager import (
     RECORD_FILE,
     PluginManager,
     PluginManagerError,
@@ -351,7 +351,7 @@ def test_before_install_plugin_blocking_a_dependency_refuses_the_whole_install(
 def test_allowed_plugin_and_dependency_are_both_inspected_then_installed_offline(
     tmp_path: Path, dep_links: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentplug import plugin_manager
+    from agentplug.plugins import manager as plugin_manager
 
     commands: list[list[str]] = []
     real_run = plugin_manager._Runner.run
@@ -728,7 +728,7 @@ def test_cli_plugin_ejected_and_core_status_print_json(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, argparse\n"
-            "from agentplug.plugin_manager import add_plugin_management_commands\n"
+            "from agentplug.plugins.manager import add_plugin_management_commands\n"
             "p = argparse.ArgumentParser(); s = p.add_subparsers(dest='c', required=True)\n"
             "add_plugin_management_commands(s)\n"
             "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))\n",
@@ -780,7 +780,7 @@ def test_install_without_a_host_is_refused(tmp_path: Path, links: Path) -> None:
 def test_install_eject_reinject_actions_restart_into_the_right_copy(
     tmp_path: Path, links: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentplug.builtins.lifecycle import RestartController
+    from agentplug.actions.builtins.lifecycle import RestartController
 
     monkeypatch.setenv("AGENTPLUG_CACHE_DIR", str(tmp_path / "cache"))
     site = tmp_path / "site"
@@ -842,7 +842,7 @@ def test_an_ejected_core_on_pythonpath_is_what_runs_and_status_says_so(tmp_path:
     roots = core_import_roots(pm.state_dir)
     assert {r.name for r in roots} >= {"framework"}  # where the agentplug package lives
     probe = (
-        "import json, sys; from agentplug.plugin_manager import PluginManager; "
+        "import json, sys; from agentplug.plugins.manager import PluginManager; "
         "print(PluginManager(None, sys.argv[1]).core_status().model_dump_json())"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, roots))}

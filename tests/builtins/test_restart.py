@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
+from agentplug.actions.builtins.lifecycle import RestartController, restart_settings
+from agentplug.actions.builtins.memory import MemoryLog
 from agentplug.actions.model import Message
-from agentplug.builtins.lifecycle import RestartController, restart_settings
-from agentplug.builtins.memory import MemoryLog
-from agentplug.errors import ConfigError
-from agentplug.supervisor import supervise
+from agentplug.core.errors import ConfigError
+from agentplug.plugins.supervisor import supervise
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,8 +26,8 @@ AGENT = """
 import asyncio, json, os, sys
 from agentplug import PluginHost
 from agentplug.actions.model import Message
-from agentplug.builtins.lifecycle import RestartController
-from agentplug.builtins.memory import MemoryLog
+from agentplug.actions.builtins.lifecycle import RestartController
+from agentplug.actions.builtins.memory import MemoryLog
 
 state, log_file = sys.argv[1], sys.argv[2]
 
@@ -63,7 +63,7 @@ sys.exit(asyncio.run(main()))
 
 SUPERVISOR_CLI = """
 import argparse, sys
-from agentplug.supervisor import add_supervisor_command
+from agentplug.plugins.supervisor import add_supervisor_command
 parser = argparse.ArgumentParser(prog="agentplug")
 add_supervisor_command(parser.add_subparsers(dest="command", required=True))
 args = parser.parse_args(sys.argv[1:])
@@ -217,7 +217,7 @@ def test_embedded_restart_fires_gateway_stop_then_start_and_reloads_a_changed_pl
 def test_embedded_restart_reloads_a_plugin_whose_ejected_source_changed(
     site_dir: Path, events: list[Any], tmp_path: Path
 ) -> None:
-    from agentplug.plugin_manager import RECORD_FILE, UpstreamRecord
+    from agentplug.plugins.manager import RECORD_FILE, UpstreamRecord
 
     write_plugin(site_dir, "1.0")
     state = tmp_path / "state"
@@ -323,7 +323,7 @@ def test_supervised_environment_selects_cli_mode(monkeypatch: pytest.MonkeyPatch
 
 
 def test_restart_with_a_shutdown_finalizer_ends_active_sessions_before_gateway_stop() -> None:
-    from agentplug.lifecycle import ShutdownFinalizer
+    from agentplug.services.lifecycle import ShutdownFinalizer
 
     order: list[str] = []
     host = PluginHost()

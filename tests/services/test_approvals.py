@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
-from agentplug.approvals import (
+from agentplug.services.approvals import (
     ApprovalBroker,
     ApprovalVerdict,
     Decision,
@@ -22,8 +22,8 @@ from agentplug.approvals import (
     grant_id_for,
     parse_decision,
 )
+from agentplug.services.toolcalls import ToolCallDecision, ToolCallGate
 from agentplug.store import MemoryStore, SQLiteStore
-from agentplug.toolcalls import ToolCallDecision, ToolCallGate
 from agentplug_hookspecs.tools import ApprovalRequest
 
 # -- helpers -----------------------------------------------------------------------------

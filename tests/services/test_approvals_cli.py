@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentplug.approvals import ApprovalBroker, PendingApproval, ProgrammaticResolver
-from agentplug.approvals_cli import add_approvals_commands, state_dir
+from agentplug.cli.approvals import add_approvals_commands, state_dir
+from agentplug.services.approvals import ApprovalBroker, PendingApproval, ProgrammaticResolver
 from agentplug.store import SQLiteStore
 from agentplug_hookspecs.tools import ApprovalRequest
 
@@ -22,7 +22,7 @@ def cli(
     full_env = {k: v for k, v in os.environ.items() if k != "AGENTPLUG_STATE_DIR"}
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "agentplug.approvals_cli", *args],
+        [sys.executable, "-m", "agentplug.cli.approvals", *args],
         capture_output=True,
         text=True,
         env=full_env,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
-from agentplug.install import (
+from agentplug.services.install import (
     InstallDecision,
     InstallPolicy,
     check_install,

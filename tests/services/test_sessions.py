@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
-from agentplug.sessions import (
+from agentplug.services.sessions import (
     MAX_INJECTION_TEXT_BYTES,
     MAX_PENDING_PER_PLUGIN,
     InjectionQueueFull,

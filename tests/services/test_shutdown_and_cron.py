@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
-from agentplug.lifecycle import CronService, Scheduler, ShutdownFinalizer
-from agentplug.signals import AbortSignal
+from agentplug.services.lifecycle import CronService, Scheduler, ShutdownFinalizer
+from agentplug.services.signals import AbortSignal
 
 HOST_SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys, time
     from agentplug import PluginHost
-    from agentplug.lifecycle import ShutdownFinalizer
+    from agentplug.services.lifecycle import ShutdownFinalizer
 
     out, mode = sys.argv[1], sys.argv[2]
 

@@ -8,7 +8,7 @@ import logging
 import threading
 
 import pytest
-from agentplug.signals import AbortController, AbortError, AbortSignal, abortable_sleep
+from agentplug.services.signals import AbortController, AbortError, AbortSignal, abortable_sleep
 
 
 def test_a_new_signal_is_pending() -> None:

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from agentplug import PluginApi, PluginHost
-from agentplug.approvals import (
+from agentplug.services.approvals import (
     ApprovalBroker,
     PendingApproval,
     ProgrammaticResolver,
     TerminalResolver,
 )
+from agentplug.services.toolcalls import ToolCallDecision, ToolCallGate
 from agentplug.store import MemoryStore, SQLiteStore
-from agentplug.toolcalls import ToolCallDecision, ToolCallGate
 
 SECRET = "sk-live-0123456789abcdef"
 EVIL = "/tmp/evil.so"

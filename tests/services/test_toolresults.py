@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from agentplug import PluginApi, PluginHost
-from agentplug.toolresults import (
+from agentplug.services.toolresults import (
     DEFAULT_MAX_DETAILS_BYTES,
     bound_details,
     persist_tool_result,

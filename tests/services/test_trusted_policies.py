@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost, PluginLoadError
-from agentplug.approvals import ApprovalBroker, ProgrammaticResolver
-from agentplug.policies import PolicyOutcome, TrustedPolicyError
-from agentplug.toolcalls import ToolCallDecision, ToolCallGate
+from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
+from agentplug.services.policies import PolicyOutcome, TrustedPolicyError
+from agentplug.services.toolcalls import ToolCallDecision, ToolCallGate
 
 
 def installed_config(*entries: tuple[str, list[str]], **extra: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
-from agentplug.turns import (
+from agentplug.services.turns import (
     CANCELLED_BY_MESSAGE_SENDING_HOOK,
     DEFAULT_BLOCK_MESSAGE,
     FinalizeRetryTracker,

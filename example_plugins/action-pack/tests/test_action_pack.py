@@ -15,7 +15,7 @@ from agentplug import PluginHost, PluginRecord
 from agentplug.actions.flow import FlowResult
 from agentplug.actions.model import Action, HandlerOptions, Message
 from agentplug.actions.runtime import AgentRuntime
-from agentplug.pytest_plugin import Dispatcher, DispatchRecorder, PluginLoader
+from agentplug.testing.pytest_plugin import Dispatcher, DispatchRecorder, PluginLoader
 from agentplug_action_pack import roll_dice, word_count
 
 PLUGIN_ID = "action-pack"

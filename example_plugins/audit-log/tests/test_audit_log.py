@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from agentplug import HookKind, PluginHost, PluginRecord
-from agentplug.dispatch import HandlerStatus
-from agentplug.pytest_plugin import Dispatcher, PluginLoader
+from agentplug.core.dispatch import HandlerStatus
+from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_audit_log import CONVERSATION_HOOKS, DECISION_HOOKS, LOW_PRIORITY, OBSERVATION_HOOKS
 from agentplug_hookspecs import builtin_declarations
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
-from agentplug.dispatch import HandlerStatus
-from agentplug.lifecycle import CronService, Scheduler
-from agentplug.pytest_plugin import PluginLoader
-from agentplug.signals import AbortController, AbortError, AbortSignal
+from agentplug.core.dispatch import HandlerStatus
+from agentplug.services.lifecycle import CronService, Scheduler
+from agentplug.services.signals import AbortController, AbortError, AbortSignal
+from agentplug.testing.pytest_plugin import PluginLoader
 from agentplug_cron_projection import (
     PLUGIN_ID,
     CronProjection,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginHost, PluginRecord
-from agentplug.pytest_plugin import Dispatcher, PluginLoader
+from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_hookspecs.tools import ExecEnvOutcome
 
 PLUGIN_ID = "exec-env"

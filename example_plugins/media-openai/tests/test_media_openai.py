@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 from agentplug import PluginHost, PluginRecord
+from agentplug.actions.builtins.media import MediaProviders
 from agentplug.actions.flow import FlowResult
-from agentplug.builtins.media import MediaProviders
-from agentplug.errors import PluginLoadError
-from agentplug.pytest_plugin import PluginLoader
+from agentplug.core.errors import PluginLoadError
+from agentplug.testing.pytest_plugin import PluginLoader
 from agentplug_media_openai import PLUGIN_ID, OpenAIMediaProvider
 
 KEY_ENV = "AGENTPLUG_TEST_MEDIA_OPENAI_KEY"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost, PluginRecord
-from agentplug.dispatch import HandlerStatus
-from agentplug.pytest_plugin import Dispatcher, PluginLoader
+from agentplug.core.dispatch import HandlerStatus
+from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_hookspecs.messages import MessageSendingEvent, MessageSendingOutcome
 
 PLUGIN_ID = "message-redactor"

@@ -9,8 +9,8 @@ from typing import Any
 import agentplug_prompt_context
 import pytest
 from agentplug import PluginHost, PluginRecord
-from agentplug.dispatch import HandlerStatus
-from agentplug.pytest_plugin import Dispatcher, PluginLoader
+from agentplug.core.dispatch import HandlerStatus
+from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_hookspecs.agent import ContextResult, PromptBuildResult
 
 PLUGIN_ID = "prompt-context"
@@ -137,7 +137,7 @@ def test_a_failed_tool_call_reaches_the_next_turn_exactly_once(
     agentplug_dispatch: Dispatcher,
     agentplug_run: Callable[[Any], Any],
 ) -> None:
-    from agentplug.turns import prepare_turn
+    from agentplug.services.turns import prepare_turn
 
     failure = {"tool_name": "web_search", "error": "rate limited", "tool_call_id": "t1"}
     agentplug_dispatch("after_tool_call", failure, {"session_key": "s1"})

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost, PluginRecord
-from agentplug.dispatch import HandlerStatus
-from agentplug.pytest_plugin import ApprovalScript, Dispatcher, PluginLoader
+from agentplug.core.dispatch import HandlerStatus
+from agentplug.testing.pytest_plugin import ApprovalScript, Dispatcher, PluginLoader
 
 PLUGIN_ID = "tool-preflight"
 

@@ -17,11 +17,11 @@ from agentplug.actions.custom import (
 from agentplug.actions.flow import FlowResult, SimpleActionRuntime, run_action_flow
 from agentplug.actions.model import Message, State
 from agentplug.actions.registry import ActionRegistry
-from agentplug.errors import ConfigError
+from agentplug.core.errors import ConfigError
 from agentplug.security.ssrf import SSRFPolicy
 
 if TYPE_CHECKING:
-    from agentplug.host import PluginHost
+    from agentplug.core.host import PluginHost
 
 __all__ = ["AgentRuntime", "operator_ssrf_policy"]
 
@@ -61,7 +61,7 @@ class AgentRuntime(SimpleActionRuntime):
         """
         problems: list[str] = []
         if not self._builtins_loaded:
-            from agentplug.builtins import register_builtins
+            from agentplug.actions.builtins import register_builtins
 
             self._builtins_loaded = True
             register_builtins(self)

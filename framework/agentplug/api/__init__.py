@@ -2,7 +2,7 @@
 
 The seed drives the host through local HTTP endpoints (``POST /api/terminal/run`` with the
 output streamed over a WebSocket, ``POST /api/plugins/install``, custom-action CRUD); this
-package serves them for one :class:`~agentplug.host.PluginHost`:
+package serves them for one :class:`~agentplug.core.host.PluginHost`:
 
 * :func:`create_app` (in :mod:`agentplug.api.app`) builds the Starlette application;
 * :func:`add_serve_command` (in :mod:`agentplug.api.serve`) adds ``agentplug serve`` to a CLI.
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from .app import create_app
-    from .serve import add_serve_command
+    from agentplug.api.app import create_app
+    from agentplug.api.serve import add_serve_command
 
 __all__ = [
     "API_EXTRA",
@@ -103,11 +103,11 @@ def origin_is_loopback(value: str) -> bool:
 def __getattr__(name: str) -> Any:
     # Lazy: ``create_app`` needs Starlette, which the core package does not depend on.
     if name == "create_app":
-        from .app import create_app
+        from agentplug.api.app import create_app
 
         return create_app
     if name == "add_serve_command":
-        from .serve import add_serve_command
+        from agentplug.api.serve import add_serve_command
 
         return add_serve_command
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

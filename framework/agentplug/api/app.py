@@ -5,7 +5,7 @@ toolkit with first-class WebSockets and a test client, so the terminal stream, t
 endpoints and the auth guard stay a few hundred lines of plain code without a framework's
 worth of dependencies. uvicorn (with ``websockets``) is the reference ASGI server, binds to
 a socket we open ourselves (loopback only) and runs on the host's own event loop, so
-handlers call the :class:`~agentplug.host.PluginHost` directly.
+handlers call the :class:`~agentplug.core.host.PluginHost` directly.
 
 Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to do>"}``):
 
@@ -75,14 +75,13 @@ from agentplug.actions.model import Action
 from agentplug.actions.registry import ActionConflictError, normalize_action_name
 from agentplug.actions.runtime import operator_ssrf_policy
 from agentplug.actions.terminal import LocalTerminalService, TerminalResult, TerminalService
-from agentplug.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
-from agentplug.errors import AgentplugError
-
-from . import host_header_is_loopback, origin_is_loopback
+from agentplug.api import host_header_is_loopback, origin_is_loopback
+from agentplug.core.errors import AgentplugError
+from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
 
 if TYPE_CHECKING:
-    from agentplug.builtins.comms import OutputHub, ShellSettings
-    from agentplug.host import PluginHost
+    from agentplug.actions.builtins.comms import OutputHub, ShellSettings
+    from agentplug.core.host import PluginHost
 
 __all__ = ["APPROVALS_SERVICE", "ControlApi", "HostTerminal", "create_app"]
 
@@ -250,7 +249,7 @@ class HostTerminal:
 
 
 def _shell_settings(host: PluginHost) -> ShellSettings:
-    from agentplug.builtins.comms import ShellSettings, load_settings
+    from agentplug.actions.builtins.comms import ShellSettings, load_settings
 
     return load_settings(host.config.actions, "shell", ShellSettings)
 
@@ -352,7 +351,7 @@ class ControlApi:
         return data
 
     def _hub(self) -> OutputHub:
-        from agentplug.builtins.comms import output_hub
+        from agentplug.actions.builtins.comms import output_hub
 
         return output_hub(self.host.actions)
 
@@ -509,7 +508,7 @@ class ControlApi:
         if self._plugin_manager is None:
             service = self.host.actions.get_service(PLUGIN_MANAGER_SERVICE)
             if service is None:
-                from agentplug.plugin_manager import PluginManager
+                from agentplug.plugins.manager import PluginManager
 
                 service = PluginManager(self.host, self.state_dir)
                 self.host.actions.register_service(PLUGIN_MANAGER_SERVICE, service)

@@ -4,17 +4,17 @@
 
 1. refuses any bind address that is not loopback (``127.0.0.1`` by default, ``::1`` or
    ``localhost``): the API runs shell commands and installs packages;
-2. builds a :class:`~agentplug.host.PluginHost` from the config (``--config``, else
+2. builds a :class:`~agentplug.core.host.PluginHost` from the config (``--config``, else
    ``$AGENTPLUG_CONFIG``; its ``customActions`` are what the CRUD endpoints edit) with its
    state store in the state directory (``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else
    ``runtime.state_dir``, else ``.agentplug-state``), wires a
-   :class:`~agentplug.approvals.ProgrammaticResolver` into an
-   :class:`~agentplug.approvals.ApprovalBroker` exposed as runtime service ``approvals``,
+   :class:`~agentplug.services.approvals.ProgrammaticResolver` into an
+   :class:`~agentplug.services.approvals.ApprovalBroker` exposed as runtime service ``approvals``,
    loads the installed plugins and the actions, and fires ``gateway_start``;
 3. reads the bearer token from ``--token-file``, or generates a random one and writes it to
    ``<state_dir>/api-token`` (mode 0600);
 4. serves with uvicorn until SIGTERM/SIGINT, which the
-   :class:`~agentplug.lifecycle.ShutdownFinalizer` turns into a bounded ``gateway_stop``
+   :class:`~agentplug.services.lifecycle.ShutdownFinalizer` turns into a bounded ``gateway_stop``
    before the server stops.
 
 This module imports without the ``api`` extra; the command says which extra to install
@@ -35,16 +35,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentplug.config import AgentplugConfig, load_config
-from agentplug.errors import AgentplugError
-
-from . import API_EXTRA, is_loopback_name, missing_api_modules
+from agentplug.api import API_EXTRA, is_loopback_name, missing_api_modules
+from agentplug.core.config import AgentplugConfig, load_config
+from agentplug.core.errors import AgentplugError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from agentplug.approvals import ApprovalBroker
-    from agentplug.host import PluginHost
+    from agentplug.core.host import PluginHost
+    from agentplug.services.approvals import ApprovalBroker
 
 __all__ = [
     "DEFAULT_PORT",
@@ -126,7 +125,7 @@ def _read_token(path: Path) -> str:
 def wire_approvals(host: PluginHost) -> ApprovalBroker:
     """Register an :class:`ApprovalBroker` with a :class:`ProgrammaticResolver` as runtime
     service ``approvals`` (grants in ``host.store``); return the one already there if any."""
-    from agentplug.approvals import ApprovalBroker, ProgrammaticResolver
+    from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
 
     existing = host.actions.get_service("approvals")
     if isinstance(existing, ApprovalBroker):
@@ -139,16 +138,15 @@ def wire_approvals(host: PluginHost) -> ApprovalBroker:
 def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
     """The host ``agentplug serve`` runs: state and plugin manager in ``state_dir``,
     approvals wired, custom actions' shell handlers going through the same terminal as the
-    API (needs the extra). Raises :class:`~agentplug.errors.ConfigError` for bad settings."""
+    API (needs the extra). Raises :class:`~agentplug.core.errors.ConfigError` for bad settings."""
     from agentplug.actions.custom import CustomActionServices
-    from agentplug.host import PluginHost
-
-    from .app import HostTerminal
+    from agentplug.api.app import HostTerminal
+    from agentplug.core.host import PluginHost
 
     host = PluginHost(config, state_dir=state_dir)
     wire_approvals(host)
     if host.actions.get_service("plugin_manager") is None:
-        from agentplug.plugin_manager import PluginManager
+        from agentplug.plugins.manager import PluginManager
 
         # One manager rooted at the served state directory, shared by the install endpoint
         # and the plugin built-ins (INSTALL_PLUGIN, EJECT_PLUGIN, ...).
@@ -207,7 +205,7 @@ async def _serve(
 ) -> int:
     import uvicorn
 
-    from agentplug.lifecycle import ShutdownFinalizer
+    from agentplug.services.lifecycle import ShutdownFinalizer
 
     class _Server(uvicorn.Server):
         # The ShutdownFinalizer owns SIGTERM/SIGINT (bounded gateway_stop first); uvicorn
@@ -301,7 +299,7 @@ async def _run(
     token_path: Path | None,
     sock: socket.socket,
 ) -> int:
-    from .app import create_app
+    from agentplug.api.app import create_app
 
     host = build_host(config, state_dir)
     for problem in await start_host(host):

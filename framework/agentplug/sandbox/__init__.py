@@ -1,6 +1,6 @@
 """Isolation boundary for the ``code`` custom-action handler (Python and JavaScript)."""
 
-from agentplug.sandbox.code_handler import CodeHandlerDef, detect_language, run_code_handler
+from agentplug.actions.code_handler import CodeHandlerDef, detect_language, run_code_handler
 from agentplug.sandbox.code_sandbox import CodeSandbox, SandboxUnavailableError
 from agentplug.sandbox.models import (
     FetchCallable,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentplug import PluginApi
-from agentplug.signals import AbortController, AbortSignal, abortable_sleep
+from agentplug.services.signals import AbortController, AbortSignal, abortable_sleep
 from agentplug_hookspecs.lifecycle import (
     CronChangedEvent,
     CronContext,

@@ -1,4 +1,5 @@
-"""media-openai: a :class:`~agentplug.builtins.media.MediaProvider` for OpenAI-compatible APIs.
+"""media-openai: an OpenAI-compatible
+:class:`~agentplug.actions.builtins.media.MediaProvider`.
 
 Registered from ``register(api)`` into the runtime's ``media`` service, so the built-in
 ``GENERATE_MEDIA`` and ``ANALYZE_IMAGE`` actions use it:
@@ -7,7 +8,7 @@ Registered from ``register(api)`` into the runtime's ``media`` service, so the b
   a ``url`` answer is returned as is, a ``b64_json`` one as a ``data:`` URL.
 * ``audio``: ``POST {base_url}/audio/speech`` (``speech_model``, ``voice``): the prompt is
   spoken; the audio comes back as a ``data:audio/...;base64`` URL.
-* ``video``: not offered (raises :class:`~agentplug.builtins.media.UnsupportedMediaType`).
+* ``video``: not offered (raises :class:`~agentplug.actions.builtins.media.UnsupportedMediaType`).
 * analysis: ``POST {base_url}/chat/completions`` with a text part and an ``image_url`` part
   (an http(s) URL, or the base64 image as a ``data:`` URL) on ``vision_model``.
 
@@ -26,14 +27,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from agentplug.actions.model import Attachment
-from agentplug.builtins.media import (
+from agentplug.actions.builtins.media import (
     MediaProviderError,
     MediaResult,
     MediaType,
     UnsupportedMediaType,
     media_providers,
 )
+from agentplug.actions.model import Attachment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 __all__ = [

@@ -1,0 +1,131 @@
+"""``agentplug approvals list|revoke``: standing ``allow-always`` grants.
+
+The state directory is ``--state-dir``, else the environment variable
+``AGENTPLUG_STATE_DIR``, else ``.agentplug-state`` (the store file is
+``<dir>/state.sqlite3``, as :func:`agentplug.store.open_store` uses it). Listing never
+creates a state directory. Also runnable as ``python -m agentplug.cli.approvals``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agentplug.services.approvals import list_grants, revoke_grant
+from agentplug.store import SQLiteStore
+
+__all__ = ["DEFAULT_STATE_DIR", "STATE_DIR_ENV", "add_approvals_commands", "main", "state_dir"]
+
+STATE_DIR_ENV = "AGENTPLUG_STATE_DIR"
+DEFAULT_STATE_DIR = ".agentplug-state"
+STORE_FILE = "state.sqlite3"
+
+
+def state_dir(value: str | None) -> Path:
+    """``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else ``.agentplug-state``."""
+    return Path(value or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+
+
+def _open(args: argparse.Namespace) -> SQLiteStore | None:
+    path = state_dir(args.state_dir) / STORE_FILE
+    if not path.exists():
+        return None
+    return SQLiteStore(path)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = _open(args)
+    try:
+        grants = list_grants(store) if store is not None else []
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        print(json.dumps([g.to_dict() for g in grants], indent=2))
+        return 0
+    if not grants:
+        print(f"no standing approval grants in {state_dir(args.state_dir)}")
+        return 0
+    for g in grants:
+        created = datetime.fromtimestamp(g.created_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+        print(
+            f"{g.grant_id}  plugin={g.plugin_id}  tool={g.tool_name}  "
+            f"severity={g.severity}  created={created}  title={g.title!r}"
+        )
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    store = _open(args)
+    if store is None:
+        print(
+            f"no grant {args.grant_id!r}: there is no state store in {state_dir(args.state_dir)}",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        removed = revoke_grant(store, args.grant_id)
+    finally:
+        store.close()
+    if not removed:
+        print(
+            f"no grant {args.grant_id!r}; run `agentplug approvals list` for the grant ids",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"revoked {args.grant_id}; the next matching request will ask again")
+    return 0
+
+
+def _add_state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        default=None,
+        help=f"state directory (default: ${STATE_DIR_ENV}, else {DEFAULT_STATE_DIR})",
+    )
+
+
+def add_approvals_commands(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``approvals list`` and ``approvals revoke`` to an argparse subparsers object.
+
+    Each leaf parser sets ``func`` (``func(args) -> int`` exit code).
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "approvals", help="list or revoke standing allow-always approval grants"
+    )
+    sub = parser.add_subparsers(dest="approvals_command", metavar="{list,revoke}")
+    sub.required = True
+    p_list = sub.add_parser("list", help="list standing grants")
+    _add_state_dir(p_list)
+    p_list.add_argument("--json", action="store_true", help="print JSON")
+    p_list.set_defaults(func=cmd_list)
+    p_revoke = sub.add_parser("revoke", help="revoke one grant (the next request asks again)")
+    p_revoke.add_argument("grant_id", metavar="GRANT_ID")
+    _add_state_dir(p_revoke)
+    p_revoke.set_defaults(func=cmd_revoke)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m agentplug.cli.approvals approvals list``.
+
+    The leading ``approvals`` word is optional here.
+    """
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] != ["approvals"]:
+        args_in = ["approvals", *args_in]
+    parser = argparse.ArgumentParser(prog="agentplug")
+    add_approvals_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(args_in)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The hook runtime: markers, dispatch, reducers, host, loader, config, errors."""

@@ -1,0 +1,157 @@
+"""Operator configuration (JSON), validated with errors that name the key.
+
+Shape (snake_case or the seed's camelCase)::
+
+    {"plugins": {"enabled": true, "allow": [], "deny": [],
+                 "entries": {"<id>": {"enabled": true, "config": {...},
+                                      "hooks": {"timeout_ms": 30000,
+                                                "timeouts": {"<hook>": 90000},
+                                                "allow_conversation_access": false,
+                                                "allow_prompt_injection": true},
+                                      "contracts": {"trusted_tool_policies": []}}}},
+     "runtime": {"default_timeout_ms": 30000, "shutdown_timeout_ms": 5000},
+     "customActions": [...]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from agentplug.core.errors import ConfigError
+from agentplug.core.markers import MAX_TIMEOUT_MS
+
+__all__ = [
+    "AgentplugConfig",
+    "Contracts",
+    "HookSettings",
+    "PluginEntry",
+    "PluginsConfig",
+    "RuntimeSettings",
+    "load_config",
+]
+
+TimeoutMs = Annotated[int, Field(strict=True, gt=0, le=MAX_TIMEOUT_MS)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class HookSettings(_Strict):
+    """``plugins.entries.<id>.hooks``."""
+
+    timeout_ms: TimeoutMs | None = None
+    timeouts: dict[str, TimeoutMs] = Field(default_factory=dict)
+    allow_conversation_access: bool | None = None
+    allow_prompt_injection: bool | None = None
+
+
+class Contracts(_Strict):
+    """``plugins.entries.<id>.contracts``: what a plugin declares it will register."""
+
+    trusted_tool_policies: list[str] = Field(default_factory=list)
+
+
+class PluginEntry(_Strict):
+    """``plugins.entries.<id>``."""
+
+    enabled: bool = True
+    config: dict[str, Any] = Field(default_factory=dict)
+    hooks: HookSettings = Field(default_factory=HookSettings)
+    contracts: Contracts = Field(default_factory=Contracts)
+
+
+class PluginsConfig(_Strict):
+    """``plugins``."""
+
+    enabled: bool = True
+    """``false`` loads no installed plugin at all."""
+    allow: list[str] = Field(default_factory=list)
+    """When non-empty, only these installed plugin ids load."""
+    deny: list[str] = Field(default_factory=list)
+    """These installed plugin ids never load (deny wins over allow)."""
+    entries: dict[str, PluginEntry] = Field(default_factory=dict)
+
+
+class RuntimeSettings(_Strict):
+    """``runtime``."""
+
+    default_timeout_ms: TimeoutMs = 30_000
+    """Budget of handlers of hooks that declare no default of their own."""
+    shutdown_timeout_ms: TimeoutMs = 5_000
+    """How long shutdown waits for abandoned (timed-out) handlers."""
+    state_dir: str | None = None
+    """Folder of the durable state store (SQLite); in memory when unset."""
+
+
+class AgentplugConfig(BaseModel):
+    """The whole operator config. Unknown top-level keys are kept (shared host files)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", frozen=True
+    )
+
+    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+    runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    security: dict[str, Any] = Field(default_factory=dict)
+    """``install_policy`` and related settings (validated by their services)."""
+    actions: dict[str, Any] = Field(default_factory=dict)
+    """Built-in action settings: ``disabled`` names and per-action sections."""
+    custom_actions: list[Any] = Field(default_factory=list)
+
+    def entry(self, plugin_id: str) -> PluginEntry:
+        """The entry of ``plugin_id`` (defaults when the operator wrote none)."""
+        return self.plugins.entries.get(plugin_id) or _DEFAULT_ENTRY
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any] | None, source: str | None = None) -> AgentplugConfig:
+        """Validate ``data``; raise :class:`ConfigError` naming every bad key."""
+        try:
+            return cls.model_validate(dict(data or {}))
+        except ValidationError as exc:
+            raise ConfigError(_issues(exc), source) from None
+
+
+_DEFAULT_ENTRY = PluginEntry()
+
+
+def _issues(exc: ValidationError) -> list[tuple[str, str]]:
+    issues: list[tuple[str, str]] = []
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"]) or "<root>"
+        if key.endswith(("timeout_ms", "timeoutMs")) or ".timeouts." in key:
+            problem = (
+                f"must be a positive integer of at most {MAX_TIMEOUT_MS} (milliseconds); "
+                f"got {err.get('input')!r}"
+            )
+        elif err["type"] == "extra_forbidden":
+            problem = "unknown setting; check the spelling (see `agentplug config schema`)"
+        else:
+            problem = f"{err['msg']} (got {err.get('input')!r})"
+        issues.append((key, problem))
+    return issues
+
+
+def load_config(path: str | Path) -> AgentplugConfig:
+    """Read and validate a JSON config file."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError([("<file>", f"{p} does not exist")], str(p)) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            [("<file>", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")],
+            str(p),
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError([("<root>", "the config must be a JSON object")], str(p))
+    return AgentplugConfig.parse(data, str(p))

@@ -1,0 +1,1 @@
+"""Plugin management: install, eject, sync, reinject, ejected copies, supervisor."""

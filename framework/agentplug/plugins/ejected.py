@@ -1,0 +1,276 @@
+"""Where plugin sources live: settings, ejected copies and the install target.
+
+Kept apart from :mod:`agentplug.plugins.manager` (pip, git, archives) because the loader
+needs it at every start-up: it must stay cheap to import, and cheap to call when nothing
+is ejected.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentplug.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from agentplug.core.host import PluginHost
+
+__all__ = [
+    "CORE_DISTRIBUTION",
+    "DEFAULT_STATE_DIR",
+    "LOCAL_BRANCH",
+    "RECORD_FILE",
+    "STATE_DIR_ENV",
+    "UPSTREAM_BRANCH",
+    "PluginSettings",
+    "UpstreamRecord",
+    "activate_ejected_source",
+    "activate_install_target",
+    "ejected_import_roots",
+    "ejected_preference",
+    "ejected_source",
+    "plugin_settings",
+    "prefer_ejected_copy",
+    "resolve_state_dir",
+]
+
+log = logging.getLogger("agentplug.plugins")
+
+RECORD_FILE = ".agentplug-upstream.json"
+"""Upstream record at the root of every ejected working copy."""
+DEFAULT_STATE_DIR = ".agentplug-state"
+STATE_DIR_ENV = "AGENTPLUG_STATE_DIR"
+LOCAL_BRANCH = "main"
+UPSTREAM_BRANCH = "upstream"
+CORE_DISTRIBUTION = "agentplug"
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class PluginSettings(BaseModel):
+    """``actions.plugins``: where packages come from and where they go."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    index_url: str | None = Field(default=None, alias="indexUrl")
+    """Package index (``pip --index-url``); pip's default when unset."""
+    find_links: list[str] = Field(default_factory=list, alias="findLinks")
+    """Folders or pages of wheels/sdists (``pip --find-links``)."""
+    no_index: bool = Field(default=False, alias="noIndex")
+    """Use only ``find_links`` (``pip --no-index``)."""
+    target: str | None = None
+    """Install into this folder (``pip install --target``) instead of the environment."""
+    python: str | None = None
+    """Interpreter whose pip runs (default: the running one)."""
+    build_isolation: bool = Field(default=True, alias="buildIsolation")
+    """``false`` passes ``--no-build-isolation`` (offline sdist builds)."""
+    install_dependencies: bool = Field(default=True, alias="installDependencies")
+    state_dir: str | None = Field(default=None, alias="stateDir")
+    """Folder of ejected sources and locks (default: ``runtime.state_dir``)."""
+    restart: bool = True
+    """Restart the agent after install/eject/reinject (actions only)."""
+    timeout_s: float = Field(default=600.0, gt=0, alias="timeoutS")
+    """Budget of each pip/git command."""
+
+    @field_validator("find_links", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def pip_index_args(self) -> list[str]:
+        """``--index-url``/``--find-links``/``--no-index`` arguments."""
+        args: list[str] = []
+        if self.no_index:
+            args.append("--no-index")
+        elif self.index_url:
+            args += ["--index-url", self.index_url]
+        for link in self.find_links:
+            args += ["--find-links", link]
+        return args
+
+    @property
+    def source_label(self) -> str:
+        """What an install request says its source is."""
+        if self.no_index and self.find_links:
+            return self.find_links[0]
+        return self.index_url or (self.find_links[0] if self.find_links else "pypi")
+
+
+def plugin_settings(actions: Mapping[str, Any] | None) -> PluginSettings:
+    """Validate ``actions.plugins``; raise :class:`ConfigError` naming ``actions.plugins.*``."""
+    raw = (actions or {}).get("plugins") or {}
+    try:
+        return PluginSettings.model_validate(raw)
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"])
+            key = "actions.plugins" + (f".{where}" if where else "")
+            problem = (
+                "unknown setting; known: index_url, find_links, no_index, target, python, "
+                "build_isolation, install_dependencies, state_dir, restart, timeout_s"
+                if err["type"] == "extra_forbidden"
+                else f"{err['msg']} (got {err.get('input')!r})"
+            )
+            issues.append((key, problem))
+        raise ConfigError(issues) from None
+
+
+def resolve_state_dir(host: PluginHost | None = None, explicit: str | Path | None = None) -> Path:
+    """The state folder: ``explicit``, ``actions.plugins.state_dir``, ``runtime.state_dir``,
+    ``$AGENTPLUG_STATE_DIR``, else ``.agentplug-state``."""
+    if explicit is not None:
+        return Path(explicit)
+    if host is not None:
+        configured = plugin_settings(host.config.actions).state_dir
+        if configured:
+            return Path(configured)
+        if host.config.runtime.state_dir:
+            return Path(host.config.runtime.state_dir)
+    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+
+
+class UpstreamRecord(BaseModel):
+    """``.agentplug-upstream.json``: where an ejected copy came from."""
+
+    plugin_id: str
+    distribution: str
+    version: str | None = None
+    source_kind: Literal["git", "sdist"]
+    url: str | None = None
+    """Git URL or path (``git``), or the index/find-links the sdist came from (``sdist``)."""
+    commit: str | None = None
+    """Upstream commit at eject time (``git``), or the ``upstream`` import commit."""
+    ref: str | None = None
+    """Upstream branch followed by sync (``git``; ``None``: the remote's ``HEAD``)."""
+    top_level: list[str] = Field(default_factory=list)
+    import_roots: list[str] = Field(default_factory=lambda: ["."])
+    """Folders (relative) to put on ``sys.path`` so the ejected copy is imported."""
+    branch: str = LOCAL_BRANCH
+    upstream_branch: str = UPSTREAM_BRANCH
+    core: bool = False
+    ejected_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+    last_sync: str | None = None
+
+
+def _plugins_root(state_dir: Path) -> Path:
+    return Path(state_dir) / "plugins"
+
+
+def _core_root(state_dir: Path) -> Path:
+    return Path(state_dir) / "core"
+
+
+def _read_record(folder: Path) -> UpstreamRecord | None:
+    try:
+        return UpstreamRecord.model_validate_json((folder / RECORD_FILE).read_text("utf-8"))
+    except (OSError, ValidationError):
+        return None
+
+
+def _roots_of(folder: Path) -> list[Path]:
+    record = _read_record(folder)
+    if record is None:
+        return []
+    roots = []
+    for rel in record.import_roots or ["."]:
+        path = (folder / rel).resolve()
+        if path.is_dir() and path.is_relative_to(folder.resolve()):
+            roots.append(path)
+    return roots
+
+
+def ejected_import_roots(state_dir: str | Path, plugin_id: str) -> list[Path]:
+    """Folders to prepend to ``sys.path`` so ``plugin_id``'s ejected copy is imported
+    (empty when it is not ejected)."""
+    if not _ID.match(plugin_id):
+        return []
+    return _roots_of(_plugins_root(Path(state_dir)) / plugin_id)
+
+
+def ejected_source(state_dir: str | Path, plugin_id: str) -> Path | None:
+    """The import root of ``plugin_id``'s ejected copy (``P`` or ``P/src``), or ``None``."""
+    roots = ejected_import_roots(state_dir, plugin_id)
+    return roots[0] if roots else None
+
+
+def activate_ejected_source(state_dir: str | Path, plugin_id: str) -> list[Path]:
+    """Make the next import of ``plugin_id`` use its ejected copy, if any.
+
+    Removes ``sys.path`` entries of an earlier activation of this plugin (a reinjected
+    copy stops shadowing the installed package), prepends the current import roots, and
+    invalidates the import caches. Idempotent and cheap when nothing is ejected. Returns
+    the roots now on ``sys.path``. Call it before importing the plugin's entry point;
+    modules already imported are not reloaded (see
+    :func:`agentplug.actions.builtins.lifecycle.reload_changed_plugins`).
+    """
+    if not _ID.match(plugin_id):
+        return []
+    folder = _plugins_root(Path(state_dir)) / plugin_id
+    base = str(folder.resolve())
+    stale = [p for p in sys.path if p == base or p.startswith(base + os.sep)]
+    if not stale and not folder.is_dir():
+        return []
+    sys.path[:] = [p for p in sys.path if p not in stale]
+    roots = ejected_import_roots(state_dir, plugin_id)
+    for root in reversed(roots):
+        sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    return roots
+
+
+def prefer_ejected_copy(host: PluginHost, plugin_id: str) -> list[Path]:
+    """:func:`activate_ejected_source` for ``host``'s state folder; never raises (a bad
+    ``actions.plugins`` config or an unreadable folder is logged and ignored)."""
+    try:
+        return activate_ejected_source(resolve_state_dir(host), plugin_id)
+    except Exception as exc:
+        log.warning("ejected copy of %s not considered: %s", plugin_id, exc)
+        return []
+
+
+def activate_install_target(host: PluginHost) -> Path | None:
+    """Put ``actions.plugins.target`` (if set) on ``sys.path`` so plugins installed there
+    are discovered; return it. Idempotent. Raises :class:`ConfigError` on a bad config."""
+    target = plugin_settings(host.config.actions).target
+    if not target:
+        return None
+    path = Path(target).resolve()
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+        importlib.invalidate_caches()
+    return path
+
+
+def ejected_preference(host: PluginHost) -> Callable[[str], None]:
+    """A per-plugin hook for the loader: prefer ejected copies, resolved once.
+
+    Returns a no-op when the host's state folder has no ejected plugin and no earlier
+    activation is on ``sys.path`` (the common start-up), so nothing is stat'ed per plugin.
+    """
+    try:
+        state_dir = resolve_state_dir(host)
+    except ConfigError as exc:
+        log.warning("ejected copies not considered: %s", exc)
+        return lambda plugin_id: None
+    root = _plugins_root(state_dir)
+    base = str(root.resolve())
+    if not root.is_dir() and not any(p.startswith(base + os.sep) for p in sys.path):
+        return lambda plugin_id: None
+
+    def prefer(plugin_id: str) -> None:
+        try:
+            activate_ejected_source(state_dir, plugin_id)
+        except Exception as exc:
+            log.warning("ejected copy of %s not considered: %s", plugin_id, exc)
+
+    return prefer

@@ -1,0 +1,1 @@
+"""Host services that attach to a PluginHost."""

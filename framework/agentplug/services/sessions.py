@@ -1,0 +1,723 @@
+"""Session services behind the hooks: extensions, next-turn injections, cleanup.
+
+``api.session`` (what a plugin's ``register(api)`` sees) has three parts:
+
+- ``api.session.state.register_session_extension(name, default=..., description=...)``
+  declares small JSON-compatible per-session state owned by the plugin. The host
+  changes it with :meth:`SessionServices.patch` (a JSON merge patch, RFC 7396) and
+  projects it in :meth:`SessionServices.session_row` as ``plugin_extensions``.
+- ``api.session.workflow.enqueue_next_turn_injection(session_key, text, ...)`` queues
+  context for the next model turn. The turn runner drains the queue once, before the
+  prompt hooks (:meth:`SessionServices.drain_injections`): each entry is delivered at
+  most once, expired entries are dropped, and a plugin's duplicates (same
+  ``idempotency_key``) collapse to the first, also after it was delivered.
+- ``api.session.on_cleanup(callback)`` receives ``reset``, ``delete``, ``disable`` or
+  ``restart``. On reset/delete/disable the host deletes the plugin's session state and
+  pending injections; on restart it keeps them.
+
+Everything lives in ``host.store``: with the SQLite store it survives restarts.
+
+Decisions: a full per-plugin queue (:data:`MAX_PENDING_PER_PLUGIN` pending entries in
+one session) *rejects* the new entry with :class:`InjectionQueueFull` instead of
+dropping the oldest one, because a dropped entry would be a silent delivery failure of
+something the plugin was told was queued. A plugin whose prompt injection is disabled
+(``plugins.entries.<id>.hooks.allow_prompt_injection = false``) gets a receipt with
+``accepted=False``; its entries already queued (by an earlier run) are dropped at drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import math
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import quote, unquote
+
+from pydantic import BaseModel, ConfigDict
+
+from agentplug.core.errors import AgentplugError
+from agentplug.store import StateStore
+
+if TYPE_CHECKING:
+    from agentplug.core.host import PluginHost, PluginRecord
+
+__all__ = [
+    "CLEANUP_REASONS",
+    "MAX_EXTENSION_STATE_BYTES",
+    "MAX_INJECTION_METADATA_BYTES",
+    "MAX_INJECTION_TEXT_BYTES",
+    "MAX_PENDING_PER_PLUGIN",
+    "CleanupReason",
+    "InjectionQueueFull",
+    "InjectionReceipt",
+    "SessionApi",
+    "SessionExtension",
+    "SessionServices",
+    "SessionStateError",
+    "UnknownExtensionError",
+    "json_merge_patch",
+]
+
+log = logging.getLogger("agentplug.sessions")
+_C = TypeVar("_C", bound=Callable[..., Any])
+
+CleanupReason = Literal["reset", "delete", "disable", "restart"]
+CLEANUP_REASONS: frozenset[str] = frozenset({"reset", "delete", "disable", "restart"})
+_DESTRUCTIVE = frozenset({"reset", "delete", "disable"})
+
+MAX_EXTENSION_STATE_BYTES = 16 * 1024
+"""Largest serialised state of one extension in one session."""
+MAX_INJECTION_TEXT_BYTES = 8 * 1024
+"""Largest ``text`` of one next-turn injection (UTF-8)."""
+MAX_INJECTION_METADATA_BYTES = 2 * 1024
+"""Largest serialised ``metadata`` of one next-turn injection."""
+MAX_PENDING_PER_PLUGIN = 32
+"""Pending injections one plugin may have queued for one session."""
+DELIVERED_KEY_RETENTION_MS = 24 * 60 * 60 * 1000
+"""How long a delivered ``idempotency_key`` keeps collapsing later duplicates."""
+
+_EXT_NS = "session.ext"
+_QUEUE_NS = "session.injections"
+_DELIVERED_NS = "session.injections.delivered"
+_INDEX_NS = "session.injections.sessions"
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+class SessionStateError(AgentplugError, ValueError):
+    """Invalid session state, patch or injection (not JSON, too large, bad argument)."""
+
+
+class UnknownExtensionError(SessionStateError, LookupError):
+    """A patch named an extension that the plugin never registered."""
+
+
+class InjectionQueueFull(SessionStateError):
+    """The plugin already has the maximum of pending injections for that session."""
+
+
+def _json_size(value: Any, what: str) -> int:
+    """Bytes of ``value`` as compact JSON; :class:`SessionStateError` when not JSON-only."""
+    _check_json(value, what)
+    return len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8"))
+
+
+def _check_json(value: Any, what: str, depth: int = 0) -> None:
+    # Strict: only what JSON can express, so the state reads back exactly as written.
+    if depth > 32:
+        raise SessionStateError(f"{what} is nested too deeply (more than 32 levels)")
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SessionStateError(f"{what} must be JSON-compatible: got a non-finite number")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SessionStateError(
+                    f"{what} must be JSON-compatible: object keys must be strings, "
+                    f"got {type(key).__name__}"
+                )
+            _check_json(item, f"{what}.{key}", depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(item, f"{what}[{index}]", depth + 1)
+        return
+    raise SessionStateError(
+        f"{what} must be JSON-compatible (dict, list, str, int, float, bool, None); "
+        f"got {type(value).__name__}"
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A plain JSON copy (frozen containers and tuples become dicts and lists)."""
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
+def json_merge_patch(target: Any, patch: Any) -> Any:
+    """Apply an RFC 7396 JSON merge patch: objects merge, ``None`` deletes a key."""
+    if not isinstance(patch, Mapping):
+        return _plain(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = json_merge_patch(result.get(key), value)
+    return result
+
+
+def _key(*parts: str) -> str:
+    return "/".join(quote(part, safe="") for part in parts) + "/"
+
+
+def _split(key: str) -> list[str]:
+    return [unquote(part) for part in key.rstrip("/").split("/")]
+
+
+def _check_name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise SessionStateError(
+            f"{what} must be 1-64 characters of letters, digits, '_', '.', '-' "
+            f"(not starting with '.' or '-'); got {value!r}"
+        )
+    return value
+
+
+def _check_session_key(session_key: Any) -> str:
+    if not isinstance(session_key, str) or not session_key or len(session_key) > 512:
+        raise SessionStateError(
+            f"session_key must be a non-empty string of at most 512 characters; got {session_key!r}"
+        )
+    return session_key
+
+
+@dataclass(frozen=True, slots=True)
+class _ExtensionSpec:
+    plugin_id: str
+    name: str
+    default: Any
+    description: str
+    cleanup: Callable[..., Any] | None
+
+
+class InjectionReceipt(BaseModel):
+    """What ``enqueue_next_turn_injection`` returns."""
+
+    model_config = ConfigDict(frozen=True)
+
+    accepted: bool
+    """``False`` when the plugin's prompt injection is disabled (nothing was queued)."""
+    id: str | None = None
+    """The queued entry (the first one, for a collapsed duplicate)."""
+    duplicate: bool = False
+    """``True`` when an entry with the same ``idempotency_key`` already existed."""
+    reason: str | None = None
+
+
+class SessionExtension:
+    """A registered extension: read and patch this plugin's state in one session."""
+
+    def __init__(self, services: SessionServices, spec: _ExtensionSpec) -> None:
+        self._services = services
+        self._spec = spec
+
+    @property
+    def name(self) -> str:
+        """The extension name (unique per plugin)."""
+        return self._spec.name
+
+    @property
+    def description(self) -> str:
+        """What the state means (for UIs listing ``plugin_extensions``)."""
+        return self._spec.description
+
+    def get(self, session_key: str) -> Any:
+        """The state in ``session_key`` (the default when never set)."""
+        return self._services.get_state(session_key, self._spec.plugin_id, self._spec.name)
+
+    def patch(self, session_key: str, patch: Mapping[str, Any]) -> Any:
+        """Apply a JSON merge patch; return the new state."""
+        return self._services.patch(session_key, self._spec.plugin_id, self._spec.name, patch)
+
+
+class _StateApi:
+    def __init__(self, services: SessionServices, plugin_id: str) -> None:
+        self._services = services
+        self._plugin_id = plugin_id
+
+    def register_session_extension(
+        self,
+        name: str,
+        *,
+        default: Any = None,
+        description: str = "",
+        cleanup: Callable[..., Any] | None = None,
+    ) -> SessionExtension:
+        """Declare small JSON-compatible per-session state owned by this plugin.
+
+        ``default`` is what a session shows before the first patch. ``cleanup``, when
+        given, is called like an ``on_cleanup`` callback (``reason``, ``session_key``).
+        """
+        return self._services.register_extension(
+            self._plugin_id, name, default=default, description=description, cleanup=cleanup
+        )
+
+
+class _WorkflowApi:
+    def __init__(self, services: SessionServices, plugin_id: str) -> None:
+        self._services = services
+        self._plugin_id = plugin_id
+
+    def enqueue_next_turn_injection(
+        self,
+        session_key: str,
+        text: str,
+        placement: Literal["prepend", "append"] = "prepend",
+        ttl_ms: int | None = None,
+        idempotency_key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> InjectionReceipt:
+        """Deliver ``text`` to the next model turn of ``session_key``, exactly once."""
+        return self._services.enqueue_injection(
+            self._plugin_id,
+            session_key,
+            text,
+            placement=placement,
+            ttl_ms=ttl_ms,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+        )
+
+
+class SessionApi:
+    """``api.session``: ``state``, ``workflow`` and ``on_cleanup`` for one plugin."""
+
+    def __init__(self, services: SessionServices, plugin_id: str) -> None:
+        self.plugin_id = plugin_id
+        self.state = _StateApi(services, plugin_id)
+        """``register_session_extension(...)``."""
+        self.workflow = _WorkflowApi(services, plugin_id)
+        """``enqueue_next_turn_injection(...)``."""
+        self._services = services
+
+    def on_cleanup(self, callback: _C) -> _C:
+        """Call ``callback(reason, session_key)`` on reset/delete/disable/restart.
+
+        ``session_key`` is ``None`` for plugin-wide cleanups (``disable``, ``restart``).
+        A callback taking one argument gets ``reason`` only. Returns ``callback`` (so
+        it works as a decorator). Failures are logged.
+        """
+        self._services.add_cleanup(self.plugin_id, callback)
+        return callback
+
+
+class SessionServices:
+    """Host side of the session services (``host.sessions``)."""
+
+    def __init__(self, host: PluginHost) -> None:
+        self.host = host
+        self.clock: Callable[[], float] = time.time
+        """Wall clock in seconds (tests replace it to expire injections)."""
+        self._extensions: dict[tuple[str, str], _ExtensionSpec] = {}
+        self._cleanups: dict[str, list[Callable[..., Any]]] = {}
+        self._apis: dict[str, SessionApi] = {}
+        self._owners: dict[str, object] = {}
+        self._lock = threading.RLock()
+        self._gate_warned: set[str] = set()
+
+    @property
+    def store(self) -> StateStore:
+        """The host's state store."""
+        return self.host.store
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def api_for(self, record: PluginRecord | str) -> SessionApi:
+        """The ``api.session`` object of one plugin.
+
+        A new registration of the same plugin id (a reload after ``unregister``) starts
+        afresh: the previous registration's extension declarations and cleanup
+        callbacks are forgotten (its stored state is kept).
+        """
+        if isinstance(record, str):
+            plugin_id = record
+        else:
+            plugin_id = record.plugin_id
+            # The record object itself (not its id(), which could be reused).
+            if self._owners.get(plugin_id) is not record:
+                if plugin_id in self._owners:
+                    self._forget(plugin_id)
+                self._owners[plugin_id] = record
+        api = self._apis.get(plugin_id)
+        if api is None:
+            api = self._apis[plugin_id] = SessionApi(self, plugin_id)
+        return api
+
+    def _forget(self, plugin_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._extensions if k[0] == plugin_id]:
+                del self._extensions[key]
+            self._cleanups.pop(plugin_id, None)
+            self._apis.pop(plugin_id, None)
+
+    # -- extensions -------------------------------------------------------------------
+
+    def register_extension(
+        self,
+        plugin_id: str,
+        name: str,
+        *,
+        default: Any = None,
+        description: str = "",
+        cleanup: Callable[..., Any] | None = None,
+    ) -> SessionExtension:
+        """Declare an extension of ``plugin_id`` (see ``api.session.state``)."""
+        where = f"plugin {plugin_id!r}: session extension {name!r}"
+        _check_name(name, f"{where}: name")
+        size = _json_size(default, f"{where}: default")
+        if size > MAX_EXTENSION_STATE_BYTES:
+            raise SessionStateError(
+                f"{where}: default is {size} bytes; the limit is {MAX_EXTENSION_STATE_BYTES}"
+            )
+        if not isinstance(description, str):
+            raise SessionStateError(f"{where}: description must be a string")
+        if cleanup is not None and not callable(cleanup):
+            raise SessionStateError(f"{where}: cleanup must be callable")
+        with self._lock:
+            if (plugin_id, name) in self._extensions:
+                raise SessionStateError(f"{where} is already registered")
+            spec = _ExtensionSpec(plugin_id, name, _plain(default), description, cleanup)
+            self._extensions[(plugin_id, name)] = spec
+        return SessionExtension(self, spec)
+
+    def extensions(self, plugin_id: str | None = None) -> list[dict[str, Any]]:
+        """Registered extensions: ``{plugin_id, name, description, default}``."""
+        return [
+            {
+                "plugin_id": s.plugin_id,
+                "name": s.name,
+                "description": s.description,
+                "default": _plain(s.default),
+            }
+            for s in self._extensions.values()
+            if plugin_id is None or s.plugin_id == plugin_id
+        ]
+
+    def _spec(self, plugin_id: str, name: str) -> _ExtensionSpec:
+        spec = self._extensions.get((plugin_id, name))
+        if spec is None:
+            known = sorted(n for p, n in self._extensions if p == plugin_id)
+            raise UnknownExtensionError(
+                f"plugin {plugin_id!r} registered no session extension {name!r} "
+                f"(registered: {known or 'none'}); register it with "
+                "api.session.state.register_session_extension(...)"
+            )
+        return spec
+
+    def get_state(self, session_key: str, plugin_id: str, name: str) -> Any:
+        """The state of one extension in one session (its default when never set)."""
+        spec = self._spec(plugin_id, name)
+        stored = self.store.get(_EXT_NS, _key(_check_session_key(session_key), plugin_id, name))
+        return _plain(spec.default) if stored is None else stored
+
+    def patch(self, session_key: str, plugin_id: str, name: str, patch: Mapping[str, Any]) -> Any:
+        """Apply a JSON merge patch to one extension's state; return the new state.
+
+        Raises :class:`UnknownExtensionError` for an unregistered extension and
+        :class:`SessionStateError` for a patch (or result) that is not JSON-only or
+        exceeds :data:`MAX_EXTENSION_STATE_BYTES`.
+        """
+        spec = self._spec(plugin_id, name)
+        _check_session_key(session_key)
+        where = f"patch of {plugin_id!r}/{name!r}"
+        if not isinstance(patch, Mapping):
+            raise SessionStateError(
+                f"{where}: a patch must be a JSON object, got {type(patch).__name__}"
+            )
+        _check_json(patch, where)
+        with self._lock:
+            key = _key(session_key, plugin_id, name)
+            current = self.store.get(_EXT_NS, key)
+            if current is None:
+                current = _plain(spec.default)
+            state = json_merge_patch(current, patch)
+            size = _json_size(state, where)
+            if size > MAX_EXTENSION_STATE_BYTES:
+                raise SessionStateError(
+                    f"{where}: the state would be {size} bytes; the limit is "
+                    f"{MAX_EXTENSION_STATE_BYTES}"
+                )
+            self.store.put(_EXT_NS, key, state)
+        return state
+
+    def session_row(self, session_key: str) -> dict[str, Any]:
+        """``{"session_key", "plugin_extensions": {plugin_id: {name: state}}}``.
+
+        Every registered extension appears (with its default when never patched).
+        """
+        _check_session_key(session_key)
+        stored = {tuple(_split(k)[1:3]): v for k, v in self.store.items(_EXT_NS, _key(session_key))}
+        projection: dict[str, dict[str, Any]] = {}
+        for (plugin_id, name), spec in sorted(self._extensions.items()):
+            value = stored.get((plugin_id, name))
+            projection.setdefault(plugin_id, {})[name] = (
+                _plain(spec.default) if value is None else value
+            )
+        return {"session_key": session_key, "plugin_extensions": projection}
+
+    # -- next-turn injections ---------------------------------------------------------
+
+    def prompt_injection_allowed(self, plugin_id: str) -> bool:
+        """``False`` when ``plugins.entries.<id>.hooks.allow_prompt_injection = false``."""
+        return self.host.config.entry(plugin_id).hooks.allow_prompt_injection is not False
+
+    def enqueue_injection(
+        self,
+        plugin_id: str,
+        session_key: str,
+        text: str,
+        *,
+        placement: Literal["prepend", "append"] = "prepend",
+        ttl_ms: int | None = None,
+        idempotency_key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> InjectionReceipt:
+        """Queue ``text`` for the next turn of ``session_key`` (see ``api.session``)."""
+        where = f"plugin {plugin_id!r}: enqueue_next_turn_injection"
+        _check_session_key(session_key)
+        if not isinstance(text, str) or not text.strip():
+            raise SessionStateError(f"{where}: text must be a non-empty string")
+        size = len(text.encode("utf-8"))
+        if size > MAX_INJECTION_TEXT_BYTES:
+            raise SessionStateError(
+                f"{where}: text is {size} bytes; the limit is {MAX_INJECTION_TEXT_BYTES}"
+            )
+        if placement not in ("prepend", "append"):
+            raise SessionStateError(f"{where}: placement must be 'prepend' or 'append'")
+        if ttl_ms is not None and (
+            isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms <= 0
+        ):
+            raise SessionStateError(f"{where}: ttl_ms must be a positive integer")
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not 0 < len(idempotency_key) <= 200
+        ):
+            raise SessionStateError(f"{where}: idempotency_key must be 1-200 characters")
+        if metadata is not None:
+            if not isinstance(metadata, Mapping):
+                raise SessionStateError(f"{where}: metadata must be a JSON object")
+            msize = _json_size(metadata, f"{where}: metadata")
+            if msize > MAX_INJECTION_METADATA_BYTES:
+                raise SessionStateError(
+                    f"{where}: metadata is {msize} bytes; the limit is "
+                    f"{MAX_INJECTION_METADATA_BYTES}"
+                )
+        if not self.prompt_injection_allowed(plugin_id):
+            if plugin_id not in self._gate_warned:
+                self._gate_warned.add(plugin_id)
+                log.warning(
+                    "plugin %s: next-turn injection not queued: disabled by "
+                    "plugins.entries.%s.hooks.allow_prompt_injection = false",
+                    plugin_id,
+                    plugin_id,
+                )
+            return InjectionReceipt(accepted=False, reason="prompt_injection_disabled")
+        now = self._now_ms()
+        with self._lock:
+            pending = [
+                e
+                for e in self.store.peek(_QUEUE_NS, session_key)
+                if e.get("plugin_id") == plugin_id and not _expired(e, now)
+            ]
+            if idempotency_key is not None:
+                for entry in pending:
+                    if entry.get("idempotency_key") == idempotency_key:
+                        return InjectionReceipt(accepted=True, id=entry["id"], duplicate=True)
+                delivered = self.store.get(
+                    _DELIVERED_NS, _key(session_key, plugin_id, idempotency_key)
+                )
+                if delivered is not None and delivered.get("until_ms", 0) > now:
+                    return InjectionReceipt(accepted=True, id=delivered.get("id"), duplicate=True)
+            if len(pending) >= MAX_PENDING_PER_PLUGIN:
+                raise InjectionQueueFull(
+                    f"{where}: {len(pending)} injections are already pending for this "
+                    f"session (limit {MAX_PENDING_PER_PLUGIN}); the new one was rejected"
+                )
+            entry = {
+                "id": uuid.uuid4().hex,
+                "plugin_id": plugin_id,
+                "text": text,
+                "placement": placement,
+                "idempotency_key": idempotency_key,
+                "metadata": _plain(dict(metadata)) if metadata is not None else None,
+                "enqueued_at_ms": now,
+                "expires_at_ms": now + ttl_ms if ttl_ms is not None else None,
+            }
+            self.store.put(_INDEX_NS, _key(session_key), True)
+            self.store.append(_QUEUE_NS, session_key, entry)
+        return InjectionReceipt(accepted=True, id=entry["id"])
+
+    def pending_injections(self, session_key: str) -> list[dict[str, Any]]:
+        """What the next drain would deliver (expired and gated entries excluded)."""
+        now = self._now_ms()
+        return self._deliverable(self.store.peek(_QUEUE_NS, session_key), now)
+
+    def _deliverable(self, entries: list[Any], now: int) -> list[dict[str, Any]]:
+        seen: set[tuple[str, str]] = set()
+        out: list[dict[str, Any]] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or _expired(entry, now):
+                continue
+            plugin_id = str(entry.get("plugin_id"))
+            if not self.prompt_injection_allowed(plugin_id):
+                continue
+            key = entry.get("idempotency_key")
+            if key is not None:
+                if (plugin_id, key) in seen:
+                    continue
+                seen.add((plugin_id, key))
+            out.append(entry)
+        return out
+
+    def drain_injections(self, session_key: str) -> list[dict[str, Any]]:
+        """Remove and return the deliverable injections of ``session_key`` (queue order).
+
+        Called once per turn by the turn runner, before the prompt hooks. The queue is
+        emptied atomically, so each entry reaches at most one turn. Expired entries,
+        entries of plugins whose prompt injection is disabled and later duplicates of
+        an idempotency key are dropped.
+        """
+        _check_session_key(session_key)
+        now = self._now_ms()
+        with self._lock:
+            drained = self.store.drain(_QUEUE_NS, session_key)
+            delivered = self._deliverable(drained, now)
+            dropped = len(drained) - len(delivered)
+            for entry in delivered:
+                key = entry.get("idempotency_key")
+                if key is not None:
+                    self.store.put(
+                        _DELIVERED_NS,
+                        _key(session_key, entry["plugin_id"], key),
+                        {"id": entry["id"], "until_ms": now + DELIVERED_KEY_RETENTION_MS},
+                    )
+        if dropped:
+            log.info("session injections: %d expired, gated or duplicate entries dropped", dropped)
+        return delivered
+
+    # -- cleanup ----------------------------------------------------------------------
+
+    def add_cleanup(self, plugin_id: str, callback: Callable[..., Any]) -> None:
+        """Register a cleanup callback of ``plugin_id`` (see ``api.session.on_cleanup``)."""
+        if not callable(callback):
+            raise TypeError(f"plugin {plugin_id!r}: on_cleanup needs a callable")
+        self._cleanups.setdefault(plugin_id, []).append(callback)
+
+    def _plugins(self) -> list[str]:
+        owners = {p for p, _ in self._extensions} | set(self._cleanups)
+        return sorted(owners)
+
+    def cleanup(self, session_key: str, reason: CleanupReason) -> None:
+        """A session was reset, deleted or its runtime restarted.
+
+        Calls every plugin's cleanup callbacks with ``(reason, session_key)``; on
+        ``reset``/``delete`` then deletes every plugin's state and pending injections of
+        that session (``restart`` keeps them).
+        """
+        _check_session_key(session_key)
+        if reason not in CLEANUP_REASONS or reason == "disable":
+            raise ValueError(
+                f"session cleanup reason must be 'reset', 'delete' or 'restart'; got "
+                f"{reason!r} (use cleanup_plugin(plugin_id, 'disable') to disable a plugin)"
+            )
+        for plugin_id in self._plugins():
+            self._call_cleanups(plugin_id, reason, session_key)
+        if reason in _DESTRUCTIVE:
+            with self._lock:
+                self.store.delete_prefix(_EXT_NS, _key(session_key))
+                self.store.clear_queue(_QUEUE_NS, session_key)
+                self.store.delete_prefix(_DELIVERED_NS, _key(session_key))
+                self.store.delete(_INDEX_NS, _key(session_key))
+
+    def cleanup_plugin(self, plugin_id: str, reason: CleanupReason) -> None:
+        """A plugin was disabled (or its runtime restarted), in every session.
+
+        ``disable`` deletes the plugin's state and pending injections everywhere and
+        forgets its extension declarations and callbacks (it registers them again when
+        re-enabled); ``restart`` only calls the callbacks. ``reset``/``delete`` delete too.
+        """
+        if reason not in CLEANUP_REASONS:
+            raise ValueError(f"cleanup reason must be one of {sorted(CLEANUP_REASONS)}")
+        self._call_cleanups(plugin_id, reason, None)
+        if reason not in _DESTRUCTIVE:
+            return
+        if reason == "disable":
+            self._forget(plugin_id)
+        with self._lock:
+            for key, _ in self.store.items(_EXT_NS):
+                if _split(key)[1] == plugin_id:
+                    self.store.delete(_EXT_NS, key)
+            for key, _ in self.store.items(_DELIVERED_NS):
+                if _split(key)[1] == plugin_id:
+                    self.store.delete(_DELIVERED_NS, key)
+            for index_key, _ in self.store.items(_INDEX_NS):
+                session_key = _split(index_key)[0]
+                entries = self.store.drain(_QUEUE_NS, session_key)
+                kept = [
+                    e for e in entries if isinstance(e, dict) and e.get("plugin_id") != plugin_id
+                ]
+                for entry in kept:
+                    self.store.append(_QUEUE_NS, session_key, entry)
+                if not kept:
+                    self.store.delete(_INDEX_NS, index_key)
+
+    def restart(self) -> None:
+        """The runtime restarts: every plugin's callbacks get ``restart``; state is kept."""
+        for plugin_id in self._plugins():
+            self._call_cleanups(plugin_id, "restart", None)
+
+    def _call_cleanups(self, plugin_id: str, reason: str, session_key: str | None) -> None:
+        callbacks = list(self._cleanups.get(plugin_id, ()))
+        callbacks += [
+            s.cleanup for s in self._extensions.values() if s.plugin_id == plugin_id and s.cleanup
+        ]
+        for callback in callbacks:
+            try:
+                result = _call_flexible(callback, reason, session_key)
+                if inspect.isawaitable(result):
+                    self._settle(result, plugin_id)
+            except Exception as exc:
+                log.warning(
+                    "plugin %s: session cleanup callback (%s) failed: %s",
+                    plugin_id,
+                    reason,
+                    type(exc).__name__,
+                )
+
+    def _settle(self, awaitable: Any, plugin_id: str) -> None:
+        async def run() -> None:
+            try:
+                await awaitable
+            except Exception as exc:
+                log.warning(
+                    "plugin %s: async session cleanup callback failed: %s",
+                    plugin_id,
+                    type(exc).__name__,
+                )
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            asyncio.run(run())
+            return
+        task = loop.create_task(run())
+        self.host.tracker.track(task, f"{plugin_id}:session_cleanup")
+
+
+def _expired(entry: Mapping[str, Any], now_ms: int) -> bool:
+    expires = entry.get("expires_at_ms")
+    return isinstance(expires, int) and expires <= now_ms
+
+
+def _call_flexible(callback: Callable[..., Any], reason: str, session_key: str | None) -> Any:
+    try:
+        params = [
+            p
+            for p in inspect.signature(callback).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    if len(params) == 1 and params[0].kind is not params[0].VAR_POSITIONAL:
+        return callback(reason)
+    return callback(reason, session_key)
