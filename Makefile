@@ -23,6 +23,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check framework hookspecs tests bench example_plugins
 	$(VENV)/bin/ruff format --check framework hookspecs tests bench example_plugins
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

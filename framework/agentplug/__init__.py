@@ -42,6 +42,16 @@ from agentplug.core.errors import (
     UnknownHookError,
 )
 from agentplug.core.markers import HandlerOptions, hookimpl
+from agentplug.core.services import wire_outcome_filter, wire_service
+
+# The composition root: the core resolves these services and filters by name, so that
+# it never imports a layer above it (see agentplug.core.services and CONTRIBUTING.md).
+wire_service("store", "agentplug.store:host_store")
+wire_service("trusted_policies", "agentplug.services.policies:TrustedToolPolicies")
+wire_service("sessions", "agentplug.services.sessions:SessionServices")
+wire_service("actions", "agentplug.actions.builtins:action_runtime")
+wire_service("plugin_sources", "agentplug.plugins.ejected:PluginSources")
+wire_outcome_filter("exec_env", "agentplug.security.execenv:exec_env_outcome")
 
 __version__ = "0.1.0"
 

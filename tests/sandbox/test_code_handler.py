@@ -7,15 +7,13 @@ import json
 from typing import Any
 
 import pytest
+from agentplug.actions.code_handler import CodeHandlerDef, detect_language, run_code_handler
 from agentplug.sandbox import (
-    CodeHandlerDef,
     CodeSandbox,
     FetchRequest,
     FetchResponse,
     SandboxResult,
     SandboxUnavailableError,
-    detect_language,
-    run_code_handler,
 )
 
 SEED_HANDLER = {

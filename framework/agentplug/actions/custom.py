@@ -32,6 +32,7 @@ from typing import Annotated, Any, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from agentplug.actions.code_handler import CodeHandlerDef, run_code_handler
 from agentplug.actions.handler_output import HandlerOutput
 from agentplug.actions.http_handler import HttpHandlerDef, run_http_handler
 from agentplug.actions.model import (
@@ -47,14 +48,7 @@ from agentplug.actions.model import (
 from agentplug.actions.registry import normalize_action_name
 from agentplug.actions.shell_handler import ShellHandlerDef, run_shell_handler
 from agentplug.actions.terminal import LocalTerminalService, TerminalService
-from agentplug.sandbox import (
-    CodeHandlerDef,
-    CodeSandbox,
-    FetchCallable,
-    FetchRequest,
-    FetchResponse,
-    run_code_handler,
-)
+from agentplug.sandbox import CodeSandbox, FetchCallable, FetchRequest, FetchResponse
 from agentplug.security.ssrf import FetchError, SSRFPolicy, guarded_fetch
 
 __all__ = [

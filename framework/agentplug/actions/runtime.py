@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -46,12 +46,20 @@ class AgentRuntime(SimpleActionRuntime):
     """Actions of one host: ``provide_actions`` results, config ``customActions`` and
     actions the host registers itself, behind :func:`run_action_flow`."""
 
-    def __init__(self, host: PluginHost, services: CustomActionServices | None = None) -> None:
+    def __init__(
+        self,
+        host: PluginHost,
+        services: CustomActionServices | None = None,
+        *,
+        builtins: Callable[[AgentRuntime], object] | None = None,
+    ) -> None:
         super().__init__(ActionRegistry())
         self.host = host
         self.custom_services = services
         self.custom: LoadResult | None = None
-        self._builtins_loaded = False
+        self._builtins = builtins
+        """Registers the built-in actions on first :meth:`load` (the ``actions`` service
+        passes :func:`agentplug.actions.builtins.register_builtins`)."""
 
     async def load(self, reason: str = "startup") -> list[str]:
         """Collect plugin actions and custom actions; return problems found (readable).
@@ -60,11 +68,9 @@ class AgentRuntime(SimpleActionRuntime):
         whole; malformed custom-action entries are reported and skipped one by one.
         """
         problems: list[str] = []
-        if not self._builtins_loaded:
-            from agentplug.actions.builtins import register_builtins
-
-            self._builtins_loaded = True
-            register_builtins(self)
+        if self._builtins is not None:
+            register, self._builtins = self._builtins, None
+            register(self)
         result = await self.host.dispatch("provide_actions", {"reason": reason})
         for plugin_id, actions in result.outcome.by_plugin.items():
             self.registry.unregister_owner(plugin_id)

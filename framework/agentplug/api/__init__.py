@@ -10,14 +10,15 @@ package serves them for one :class:`~agentplug.core.host.PluginHost`:
 The core package never needs the extra: this module and :mod:`agentplug.api.serve` import
 without Starlette, and ``agentplug serve`` says which extra to install when it is missing.
 The loopback rules shared by the server (bind address) and the application (``Host`` and
-``Origin`` headers) live here.
+``Origin`` headers) live in :mod:`agentplug.api.loopback`.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+
+from agentplug.api.extra import API_EXTRA, API_EXTRA_MODULES, missing_api_modules
+from agentplug.api.loopback import host_header_is_loopback, is_loopback_name, origin_is_loopback
 
 if TYPE_CHECKING:
     from agentplug.api.app import create_app
@@ -33,71 +34,6 @@ __all__ = [
     "missing_api_modules",
     "origin_is_loopback",
 ]
-
-API_EXTRA = "api"
-"""The pyproject extra that installs the API stack: ``pip install 'agentplug[api]'``."""
-
-API_EXTRA_MODULES = ("starlette", "uvicorn", "websockets")
-"""Modules the extra provides (``websockets`` is uvicorn's WebSocket implementation)."""
-
-
-def missing_api_modules() -> list[str]:
-    """The modules of the ``api`` extra that cannot be imported (empty when installed)."""
-    import importlib.util
-
-    missing = []
-    for name in API_EXTRA_MODULES:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):  # a blocked or half-initialised module
-            found = False
-        if not found:
-            missing.append(name)
-    return missing
-
-
-def is_loopback_name(name: str) -> bool:
-    """Whether ``name`` (no port, no brackets) is ``localhost`` or a loopback address."""
-    name = name.strip().rstrip(".").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def host_header_is_loopback(value: str | None) -> bool:
-    """Whether an HTTP ``Host`` header names the loopback interface.
-
-    Accepts ``localhost``, ``127.x.y.z`` and ``[::1]``, each with an optional port. Any
-    other name is refused: a DNS name an attacker controls can be rebound to 127.0.0.1,
-    but the browser still sends that name in ``Host`` (DNS-rebinding protection).
-    """
-    if not value:
-        return False
-    value = value.strip()
-    if value.startswith("["):
-        end = value.find("]")
-        if end < 0:
-            return False
-        name, rest = value[1:end], value[end + 1 :]
-        if rest and not (rest.startswith(":") and rest[1:].isdigit()):
-            return False
-        return ":" in name and is_loopback_name(name)
-    name, _, port = value.partition(":")
-    if port and not port.isdigit():
-        return False
-    return is_loopback_name(name)
-
-
-def origin_is_loopback(value: str) -> bool:
-    """Whether a browser ``Origin`` header is a page served from the loopback interface."""
-    try:
-        parts = urlsplit(value.strip())
-    except ValueError:
-        return False
-    return parts.scheme in {"http", "https"} and is_loopback_name(parts.hostname or "")
 
 
 def __getattr__(name: str) -> Any:

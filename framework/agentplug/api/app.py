@@ -75,7 +75,7 @@ from agentplug.actions.model import Action
 from agentplug.actions.registry import ActionConflictError, normalize_action_name
 from agentplug.actions.runtime import operator_ssrf_policy
 from agentplug.actions.terminal import LocalTerminalService, TerminalResult, TerminalService
-from agentplug.api import host_header_is_loopback, origin_is_loopback
+from agentplug.api.loopback import host_header_is_loopback, origin_is_loopback
 from agentplug.core.errors import AgentplugError
 from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
 

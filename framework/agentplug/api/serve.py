@@ -35,7 +35,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentplug.api import API_EXTRA, is_loopback_name, missing_api_modules
+from agentplug.api.extra import API_EXTRA, missing_api_modules
+from agentplug.api.loopback import is_loopback_name
 from agentplug.core.config import AgentplugConfig, load_config
 from agentplug.core.errors import AgentplugError
 

@@ -19,20 +19,36 @@ Do not edit by hand: a test compares this file with the generator's output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol
 
 {imports}
 
 from agentplug.core.dispatch import DispatchResult
 
-if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
-    from agentplug.core.sync import SyncHost
-
-__all__ = ["HookFacade", "SyncHookFacade"]
+__all__ = ["AsyncDispatcher", "HookFacade", "SyncDispatcher", "SyncHookFacade"]
 
 _Payload = Mapping[str, Any] | None
+
+
+class AsyncDispatcher(Protocol):
+    """What :class:`HookFacade` calls: ``PluginHost.dispatch`` and ``call_sync``."""
+
+    def dispatch(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> Awaitable[DispatchResult[Any]]: ...
+
+    def call_sync(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> DispatchResult[Any]: ...
+
+
+class SyncDispatcher(Protocol):
+    """What :class:`SyncHookFacade` calls: ``SyncHost.dispatch``."""
+
+    def dispatch(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> DispatchResult[Any]: ...
 
 
 class HookFacade:
@@ -40,7 +56,7 @@ class HookFacade:
 
     __slots__ = ("_host",)
 
-    def __init__(self, host: PluginHost) -> None:
+    def __init__(self, host: AsyncDispatcher) -> None:
         self._host = host
 '''
 
@@ -51,7 +67,7 @@ class SyncHookFacade:
 
     __slots__ = ("_sync",)
 
-    def __init__(self, sync: SyncHost) -> None:
+    def __init__(self, sync: SyncDispatcher) -> None:
         self._sync = sync
 '''
 

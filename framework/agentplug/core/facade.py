@@ -5,8 +5,8 @@ Do not edit by hand: a test compares this file with the generator's output.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol
 
 from agentplug_hookspecs.actions import ActionsContext, ProvideActionsEvent, ProvideActionsOutcome
 from agentplug_hookspecs.agent import AgentEndEvent, AgentFinalizeEvent, AgentFinalizeOutcome, AgentReplyEvent, AgentRunEvent, AgentRunOutcome, AgentStartEvent, AgentStartResult, ContextResult, HeartbeatEvent, LlmInputEvent, LlmOutputEvent, ModelCallEvent, ModelResolveEvent, ModelResolveResult, PromptBuildEvent, PromptBuildResult, TurnPrepareEvent
@@ -18,13 +18,29 @@ from agentplug_hookspecs.tools import AfterToolCallEvent, ExecEnvEvent, ExecEnvO
 
 from agentplug.core.dispatch import DispatchResult
 
-if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
-    from agentplug.core.sync import SyncHost
-
-__all__ = ["HookFacade", "SyncHookFacade"]
+__all__ = ["AsyncDispatcher", "HookFacade", "SyncDispatcher", "SyncHookFacade"]
 
 _Payload = Mapping[str, Any] | None
+
+
+class AsyncDispatcher(Protocol):
+    """What :class:`HookFacade` calls: ``PluginHost.dispatch`` and ``call_sync``."""
+
+    def dispatch(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> Awaitable[DispatchResult[Any]]: ...
+
+    def call_sync(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> DispatchResult[Any]: ...
+
+
+class SyncDispatcher(Protocol):
+    """What :class:`SyncHookFacade` calls: ``SyncHost.dispatch``."""
+
+    def dispatch(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> DispatchResult[Any]: ...
 
 
 class HookFacade:
@@ -32,7 +48,7 @@ class HookFacade:
 
     __slots__ = ("_host",)
 
-    def __init__(self, host: PluginHost) -> None:
+    def __init__(self, host: AsyncDispatcher) -> None:
         self._host = host
 
     async def before_model_resolve(self, event: ModelResolveEvent | _Payload = None, ctx: AgentContext | _Payload = None) -> DispatchResult[ModelResolveResult]:
@@ -209,7 +225,7 @@ class SyncHookFacade:
 
     __slots__ = ("_sync",)
 
-    def __init__(self, sync: SyncHost) -> None:
+    def __init__(self, sync: SyncDispatcher) -> None:
         self._sync = sync
 
     def before_model_resolve(self, event: ModelResolveEvent | _Payload = None, ctx: AgentContext | _Payload = None) -> DispatchResult[ModelResolveResult]:

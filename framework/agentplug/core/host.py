@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import inspect
 import logging
@@ -13,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pluggy
 from agentplug_hookspecs import (
@@ -42,23 +41,18 @@ from agentplug.core.dispatch import (
 )
 from agentplug.core.errors import (
     AgentplugError,
-    ConfigError,
     DuplicatePluginError,
     HookSignatureError,
     PluginLoadError,
     UnknownHookError,
 )
+from agentplug.core.facade import HookFacade
 from agentplug.core.markers import HandlerOptions, check_timeout_ms, options_of
 from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log
 from agentplug.core.reducers import Reducer, reducer_for
-from agentplug.store import StateStore, open_store
-
-if TYPE_CHECKING:
-    from agentplug.actions.runtime import AgentRuntime
-    from agentplug.core.sync import SyncHost
-    from agentplug.services.policies import TrustedToolPolicies
-    from agentplug.services.sessions import SessionApi, SessionServices
+from agentplug.core.services import ServiceRegistry
+from agentplug.core.sync import SyncHost
 
 __all__ = ["PluginApi", "PluginHost", "PluginRecord"]
 
@@ -217,7 +211,7 @@ class PluginApi:
         )
 
     @property
-    def session(self) -> SessionApi:
+    def session(self) -> Any:
         """Session services: ``api.session.state`` and ``api.session.workflow``."""
         return self._host.sessions.api_for(self._record)
 
@@ -256,15 +250,18 @@ class PluginHost:
         config: AgentplugConfig | Mapping[str, Any] | None = None,
         *,
         builtin_hooks: bool = True,
-        store: StateStore | None = None,
+        store: Any = None,
         state_dir: str | Path | None = None,
     ) -> None:
         self.config = (
             config if isinstance(config, AgentplugConfig) else AgentplugConfig.parse(config)
         )
-        self.store: StateStore = store or open_store(state_dir or self.config.runtime.state_dir)
-        """Durable state (grants, session extensions, injection queues)."""
-        self._services: dict[str, Any] = {}
+        self.state_dir: str | Path | None = state_dir or self.config.runtime.state_dir
+        """Folder of the durable state store (``None``: in memory)."""
+        self.services = ServiceRegistry(self)
+        """The services attached to this host (see :mod:`agentplug.core.services`)."""
+        if store is not None:
+            self.services.put("store", store)
         self._pm = _PluginManager(PROJECT_NAME)
         self._decls: dict[str, HookDecl] = {}
         self._records: dict[str, PluginRecord] = {}
@@ -297,8 +294,6 @@ class PluginHost:
 
             for module in BUILTIN_SPEC_MODULES:
                 self._pm.add_hookspecs(module)
-        from agentplug.core.facade import HookFacade
-
         self.hooks = HookFacade(self)
         """Typed facade: one awaitable method per built-in hook."""
 
@@ -306,40 +301,31 @@ class PluginHost:
     def sync(self) -> SyncHost:
         """The blocking facade (created on first use; owns a private event loop)."""
         if self._sync is None:
-            from agentplug.core.sync import SyncHost
-
             self._sync = SyncHost(self)
         return self._sync
 
-    def _service(self, name: str, factory: Callable[[PluginHost], Any]) -> Any:
-        service = self._services.get(name)
-        if service is None:
-            service = self._services[name] = factory(self)
-        return service
+    # Shortcuts to the services the package root wires (``agentplug.core.services``):
+    # typed access is ``host.services.get(SessionServices)``.
 
     @property
-    def trusted_policies(self) -> TrustedToolPolicies:
+    def store(self) -> Any:
+        """Durable state (grants, session extensions, injection queues): a ``StateStore``."""
+        return self.services.named("store")
+
+    @property
+    def trusted_policies(self) -> Any:
         """Trusted tool policies (run before ordinary ``before_tool_call`` handlers)."""
-        from agentplug.services.policies import TrustedToolPolicies
-
-        service: TrustedToolPolicies = self._service("trusted_policies", TrustedToolPolicies)
-        return service
+        return self.services.named("trusted_policies")
 
     @property
-    def sessions(self) -> SessionServices:
+    def sessions(self) -> Any:
         """Session extensions, next-turn injections and cleanup callbacks."""
-        from agentplug.services.sessions import SessionServices
-
-        service: SessionServices = self._service("sessions", SessionServices)
-        return service
+        return self.services.named("sessions")
 
     @property
-    def actions(self) -> AgentRuntime:
+    def actions(self) -> Any:
         """The action runtime (``await host.actions.load()`` collects actions)."""
-        from agentplug.actions.runtime import AgentRuntime
-
-        service: AgentRuntime = self._service("actions", AgentRuntime)
-        return service
+        return self.services.named("actions")
 
     def _warn_once(
         self,
@@ -478,11 +464,14 @@ class PluginHost:
         id and cause; the others still load.
         """
         from agentplug.core.loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
-        from agentplug.plugins.ejected import activate_install_target, ejected_preference
 
-        with contextlib.suppress(ConfigError):
-            activate_install_target(self)
-        prefer_ejected_copy = ejected_preference(self)
+        # Extra plugin sources (the install target, ejected copies) come from the
+        # ``plugin_sources`` service when one is wired; the core knows none itself.
+        prefer_ejected_copy = (
+            self.services.named("plugin_sources").prepare()
+            if self.services.has("plugin_sources")
+            else _no_preference
+        )
         for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
             if spec.name in self._hookspec_sources:
                 continue  # a reload: these hooks are declared already
@@ -860,6 +849,10 @@ class PluginHost:
 
 _OBSERVED = ObserveOutcome()
 _SEQUENTIAL = frozenset({HookKind.DECIDE, HookKind.PIPELINE, HookKind.MERGE, HookKind.CLAIM})
+
+
+def _no_preference(plugin_id: str) -> None:
+    return None
 
 
 def _default_id(plugin: object) -> str:

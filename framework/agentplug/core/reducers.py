@@ -8,7 +8,6 @@ reducer; a genuinely new combination rule is one new class registered here.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from agentplug_hookspecs import (
@@ -29,13 +28,11 @@ from agentplug_hookspecs import (
 from agentplug_hookspecs.agent import AgentFinalizeOutcome, AgentFinalizeResult, AgentRunOutcome
 from agentplug_hookspecs.common import ObserveOutcome
 from agentplug_hookspecs.tools import (
-    DroppedEnvKey,
-    ExecEnvOutcome,
     ToolCallEvent,
     ToolCallOutcome,
 )
 
-from agentplug.security.execenv import filter_exec_env
+from agentplug.core.services import outcome_filter
 
 __all__ = ["Reducer", "reducer_for"]
 
@@ -123,24 +120,6 @@ class FieldMergeReducer(Reducer):
         return self.decl.outcome.model_validate(data)
 
 
-_POST_FILTERS: dict[str, Callable[[dict[str, str], dict[str, str]], ExecEnvOutcome]] = {}
-
-
-def _exec_env_filter(env: dict[str, str], contributors: dict[str, str]) -> ExecEnvOutcome:
-    filtered = filter_exec_env(env)
-    return ExecEnvOutcome(
-        env=filtered.env,
-        dropped=[
-            DroppedEnvKey(key=k, reason=why, plugin_id=contributors.get(k))
-            for k, why in filtered.dropped
-        ],
-        contributors={k: contributors[k] for k in filtered.env if k in contributors},
-    )
-
-
-_POST_FILTERS["exec_env"] = _exec_env_filter
-
-
 class DictMergeReducer(Reducer):
     """Mappings merged in priority order; a later handler overrides the same key."""
 
@@ -162,7 +141,8 @@ class DictMergeReducer(Reducer):
         assert isinstance(self.decl.reduction, DictMerge)
         post = self.decl.reduction.post_filter
         if post is not None:
-            return _POST_FILTERS[post](self.merged, self.contributors)
+            filtered: HookModel = outcome_filter(post)(self.merged, self.contributors)
+            return filtered
         return self.decl.outcome.model_validate({"env": self.merged})
 
 

@@ -10,25 +10,39 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from agentplug_hookspecs import Context, Event
+from agentplug_hookspecs import Context, Event, HookDecl
 
 from agentplug.core.dispatch import DispatchResult
 from agentplug.core.facade import SyncHookFacade
 
-if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
-
-__all__ = ["SyncHost"]
+__all__ = ["AsyncHost", "SyncHost"]
 
 T = TypeVar("T")
+
+
+class AsyncHost(Protocol):
+    """The part of :class:`~agentplug.core.host.PluginHost` a :class:`SyncHost` drives."""
+
+    @property
+    def declarations(self) -> Mapping[str, HookDecl]: ...
+
+    async def dispatch(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> DispatchResult[Any]: ...
+
+    def call_sync(
+        self, hook: str, event: Any = None, ctx: Any = None, /
+    ) -> DispatchResult[Any]: ...
+
+    async def aclose(self, timeout_s: float | None = None) -> list[str]: ...
 
 
 class SyncHost:
     """Blocking API over a :class:`PluginHost`: ``SyncHost(host).hooks.before_tool_call(...)``."""
 
-    def __init__(self, host: PluginHost) -> None:
+    def __init__(self, host: AsyncHost) -> None:
         self.host = host
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(

@@ -7,6 +7,7 @@ is ejected.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -32,6 +33,7 @@ __all__ = [
     "STATE_DIR_ENV",
     "UPSTREAM_BRANCH",
     "PluginSettings",
+    "PluginSources",
     "UpstreamRecord",
     "activate_ejected_source",
     "activate_install_target",
@@ -274,3 +276,21 @@ def ejected_preference(host: PluginHost) -> Callable[[str], None]:
             log.warning("ejected copy of %s not considered: %s", plugin_id, exc)
 
     return prefer
+
+
+class PluginSources:
+    """Where the loader finds plugin code besides the environment (service ``plugin_sources``).
+
+    ``prepare()`` runs before discovery: it puts ``actions.plugins.target`` on ``sys.path``
+    and returns the per-plugin preference for ejected copies (see
+    :func:`ejected_preference`).
+    """
+
+    def __init__(self, host: PluginHost) -> None:
+        self.host = host
+
+    def prepare(self) -> Callable[[str], None]:
+        """Activate the install target; return the ejected-copy preference."""
+        with contextlib.suppress(ConfigError):
+            activate_install_target(self.host)
+        return ejected_preference(self.host)

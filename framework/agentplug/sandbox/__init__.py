@@ -1,6 +1,5 @@
 """Isolation boundary for the ``code`` custom-action handler (Python and JavaScript)."""
 
-from agentplug.actions.code_handler import CodeHandlerDef, detect_language, run_code_handler
 from agentplug.sandbox.code_sandbox import CodeSandbox, SandboxUnavailableError
 from agentplug.sandbox.models import (
     FetchCallable,
@@ -11,7 +10,6 @@ from agentplug.sandbox.models import (
 )
 
 __all__ = [
-    "CodeHandlerDef",
     "CodeSandbox",
     "FetchCallable",
     "FetchRequest",
@@ -19,6 +17,4 @@ __all__ = [
     "Language",
     "SandboxResult",
     "SandboxUnavailableError",
-    "detect_language",
-    "run_code_handler",
 ]

@@ -15,7 +15,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["EnvFilterResult", "ExecEnvPolicy", "filter_exec_env"]
+from agentplug_hookspecs.tools import DroppedEnvKey, ExecEnvOutcome
+
+__all__ = ["EnvFilterResult", "ExecEnvPolicy", "exec_env_outcome", "filter_exec_env"]
 
 _VALID_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -95,3 +97,20 @@ def filter_exec_env(env: Mapping[Any, Any], policy: ExecEnvPolicy | None = None)
         else:
             dropped.append((str(key), reason))
     return EnvFilterResult(kept, dropped)
+
+
+def exec_env_outcome(env: dict[str, str], contributors: dict[str, str]) -> ExecEnvOutcome:
+    """The ``resolve_exec_env`` outcome: the merged environment, filtered.
+
+    Wired as the ``exec_env`` post-filter of the hook's ``DictMerge`` reduction;
+    ``contributors`` maps each key to the plugin that set it last.
+    """
+    filtered = filter_exec_env(env)
+    return ExecEnvOutcome(
+        env=filtered.env,
+        dropped=[
+            DroppedEnvKey(key=k, reason=why, plugin_id=contributors.get(k))
+            for k, why in filtered.dropped
+        ],
+        contributors={k: contributors[k] for k in filtered.env if k in contributors},
+    )

@@ -318,7 +318,8 @@ class SessionServices:
     @property
     def store(self) -> StateStore:
         """The host's state store."""
-        return self.host.store
+        store: StateStore = self.host.store
+        return store
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)

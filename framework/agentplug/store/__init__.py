@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["MemoryStore", "SQLiteStore", "StateStore", "open_store"]
+__all__ = ["MemoryStore", "SQLiteStore", "StateStore", "host_store", "open_store"]
 
 
 @runtime_checkable
@@ -292,3 +292,8 @@ def open_store(state_dir: str | Path | None) -> StateStore:
     if state_dir is None:
         return MemoryStore()
     return SQLiteStore(Path(state_dir) / "state.sqlite3")
+
+
+def host_store(host: Any) -> StateStore:
+    """The store of a host that was given none: under ``host.state_dir`` (service ``store``)."""
+    return open_store(host.state_dir)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from agentplug.actions.runtime import AgentRuntime
+from agentplug.actions.runtime import AgentRuntime
 
-__all__ = ["BUILTIN_MODULES", "register_builtins"]
+__all__ = ["BUILTIN_MODULES", "action_runtime", "register_builtins"]
 
 log = logging.getLogger("agentplug.builtins")
 
@@ -46,3 +45,8 @@ def register_builtins(runtime: AgentRuntime) -> list[str]:
             runtime.registry.register(action, OWNER)
             registered.append(action.name)
     return registered
+
+
+def action_runtime(host: Any) -> AgentRuntime:
+    """The ``actions`` service of a host: an :class:`AgentRuntime` with the built-ins."""
+    return AgentRuntime(host, builtins=register_builtins)

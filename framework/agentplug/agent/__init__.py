@@ -1,0 +1,1 @@
+"""The agent runtime: the turn runner, model providers and tools."""
