@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import inspect
 import logging
-import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,8 +14,6 @@ from typing import Any
 import pluggy
 from agentplug_hookspecs import (
     PROJECT_NAME,
-    Context,
-    Event,
     HandlerContext,
     HookDecl,
     HookKind,
@@ -26,19 +21,12 @@ from agentplug_hookspecs import (
     declarations_in,
     deep_freeze,
 )
-from agentplug_hookspecs.common import ObserveOutcome
-from pydantic import BaseModel, Field
 
 from agentplug.core.config import AgentplugConfig
 from agentplug.core.dispatch import (
-    DispatchResult,
     Handler,
-    Tracker,
-    _SequentialRun,
-    run_concurrent,
-    run_sequential,
-    run_sync,
 )
+from agentplug.core.dispatcher import SEQUENTIAL_KINDS, HookDispatcher
 from agentplug.core.errors import (
     AgentplugError,
     DuplicatePluginError,
@@ -47,97 +35,25 @@ from agentplug.core.errors import (
     UnknownHookError,
 )
 from agentplug.core.facade import HookFacade
-from agentplug.core.markers import HandlerOptions, check_timeout_ms, options_of
-from agentplug.core.observability import Observer
-from agentplug.core.observability import trace_log as _trace_log
-from agentplug.core.reducers import Reducer, reducer_for
+from agentplug.core.markers import HandlerOptions, check_timeout_ms
+from agentplug.core.plans import compile_plan, gate_reason
+from agentplug.core.records import HandlerOwner, PluginRecord
+from agentplug.core.reducers import reducer_for
+from agentplug.core.registration import (
+    HookRelayManager,
+    OnHandler,
+    default_id,
+    has_hookimpls,
+    positional_wrapper,
+    register_callable,
+    signature_message,
+)
 from agentplug.core.services import ServiceRegistry
 from agentplug.core.sync import SyncHost
 
 __all__ = ["PluginApi", "PluginHost", "PluginRecord"]
 
 log = logging.getLogger("agentplug.host")
-
-_IMPL_OPTS: dict[str, Any] = {
-    "wrapper": False,
-    "hookwrapper": False,
-    "optionalhook": False,
-    "tryfirst": False,
-    "trylast": False,
-    "specname": None,
-}
-
-
-class PluginRecord(BaseModel):
-    """What the host knows about one registered (or failed) plugin."""
-
-    plugin_id: str
-    bundled: bool
-    distribution: str | None = None
-    version: str | None = None
-    source: str | None = None
-    hooks: list[str] = Field(default_factory=list)
-    refused_hooks: list[str] = Field(default_factory=list)
-    """Hooks refused by a gate (conversation access, prompt injection)."""
-    warnings: list[str] = Field(default_factory=list)
-    error: str | None = None
-
-
-class _OnHandler:
-    """A pluggy plugin object carrying one ``api.on(...)`` handler."""
-
-    def __init__(self, hook: str, function: Callable[..., Any]) -> None:
-        self.hook_name = hook
-        setattr(self, hook, function)
-
-
-class _PluginManager(pluggy.PluginManager):
-    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
-        if isinstance(plugin, _OnHandler):
-            return dict(_IMPL_OPTS) if name == plugin.hook_name else None
-        return super().parse_hookimpl_opts(plugin, name)
-
-
-@dataclass(slots=True)
-class _Owner:
-    plugin_id: str
-    seq: int
-    options: HandlerOptions | None
-    is_async: bool | None = None
-
-
-def _call_mode(argnames: tuple[str, ...]) -> int:
-    return {(): 0, ("event",): 1, ("event", "ctx"): 2, ("ctx",): 3, ("ctx", "event"): 4}[argnames]
-
-
-def _positional_wrapper(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Adapt a handler whose parameters are not named ``event``/``ctx`` (seed style).
-
-    Raises ``TypeError`` when the handler cannot be called with ``(event, ctx)``.
-    """
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
-        return lambda event, ctx: function(event, ctx)
-    params = list(signature.parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
-    has_var = any(p.kind is p.VAR_POSITIONAL for p in params)
-    if len(required) > 2 or keyword_only:
-        extra = [p.name for p in required[2:] + keyword_only]
-        raise TypeError(
-            f"handler {getattr(function, '__qualname__', function)!r} requires argument(s) "
-            f"{extra} that a hook never passes; handlers receive (event, ctx)"
-        )
-    names = tuple(p.name for p in required)
-    if names in {(), ("event",), ("event", "ctx")} and len(positional) == len(required):
-        return function
-    if has_var or len(positional) >= 2:
-        return lambda event, ctx: function(event, ctx)
-    if len(positional) == 1:
-        return lambda event: function(event)
-    return lambda: function()
 
 
 class PluginApi:
@@ -184,11 +100,11 @@ class PluginApi:
             raise UnknownHookError(self.plugin_id, self._host._unknown_hook_message(hook))
         is_async = inspect.iscoroutinefunction(handler)
         try:
-            adapted = _positional_wrapper(handler)
+            adapted = positional_wrapper(handler)
         except TypeError as exc:
             raise HookSignatureError(self.plugin_id, f"api.on({hook!r}): {exc}") from None
         self._host._register_object(
-            _OnHandler(hook, adapted),
+            OnHandler(hook, adapted),
             self._record,
             options=options,
             is_async=is_async,
@@ -237,7 +153,7 @@ class PluginApi:
         )
 
 
-class PluginHost:
+class PluginHost(HookDispatcher):
     """Registers plugins and dispatches hooks with agentplug's rules (HOOKS.md §2).
 
     ``await host.dispatch("before_tool_call", {"tool_name": "exec", "params": {...}})``
@@ -253,7 +169,7 @@ class PluginHost:
         store: Any = None,
         state_dir: str | Path | None = None,
     ) -> None:
-        self.config = (
+        super().__init__(
             config if isinstance(config, AgentplugConfig) else AgentplugConfig.parse(config)
         )
         self.state_dir: str | Path | None = state_dir or self.config.runtime.state_dir
@@ -262,28 +178,15 @@ class PluginHost:
         """The services attached to this host (see :mod:`agentplug.core.services`)."""
         if store is not None:
             self.services.put("store", store)
-        self._pm = _PluginManager(PROJECT_NAME)
-        self._decls: dict[str, HookDecl] = {}
+        self._pm = HookRelayManager(PROJECT_NAME)
         self._records: dict[str, PluginRecord] = {}
-        self._owners: dict[str, _Owner] = {}
-        self._plans: dict[str, tuple[Handler, ...]] = {}
-        self._reducers: dict[str, type[Reducer]] = {}
-        self._direct: dict[str, HookDecl] = {}
+        self._owners: dict[str, HandlerOwner] = {}
         self._hookspec_sources: set[str] = set()
-        self._sequential: set[str] = set()
-        """Hooks dispatched under their own name (no alias): the fast lookup."""
-        self._empty_ctx: dict[str, Context] = {}
         self._contexts: dict[str, HandlerContext] = {}
         self._bundled: dict[str, bool] = {}
         self._seq = 0
         self._warned: set[tuple[str, str]] = set()
         self._sync: SyncHost | None = None
-        self.timings = False
-        """Measure each handler's duration (on when observing; ``agentplug run`` sets it)."""
-        self.observer = Observer()
-        """Structured logs (logger ``agentplug.trace``) and optional tracing."""
-        self.tracker = Tracker()
-        """Handlers that timed out and still run (see :meth:`aclose`)."""
         self.load_errors: list[PluginLoadError] = []
         """Plugins that failed to load (installed discovery isolates failures)."""
         self.failed_plugins: list[PluginRecord] = []
@@ -363,7 +266,7 @@ class PluginHost:
             self._reducers[decl.name] = reducer_for(decl)
             if decl.deprecation is None or decl.deprecation.alias_of is None:
                 self._direct[decl.name] = decl
-            if decl.kind in _SEQUENTIAL:
+            if decl.kind in SEQUENTIAL_KINDS:
                 self._sequential.add(decl.name)
             self._empty_ctx[decl.name] = decl.ctx()
             added.append(decl.name)
@@ -415,7 +318,7 @@ class PluginHost:
         called with a :class:`PluginApi`. Raises :class:`PluginLoadError` (naming the
         plugin and the cause) and leaves nothing half-registered on failure.
         """
-        pid = plugin_id or _default_id(plugin)
+        pid = plugin_id or default_id(plugin)
         if pid in self._records:
             raise DuplicatePluginError(pid, "a plugin with this id is already registered")
         if inspect.isclass(plugin):
@@ -433,9 +336,9 @@ class PluginHost:
         self._records[pid] = record
         self._bundled[pid] = bundled
         try:
-            if _has_hookimpls(plugin):
+            if has_hookimpls(plugin):
                 self._register_object(plugin, record)
-            register = _register_callable(plugin)
+            register = register_callable(plugin)
             if register is not None:
                 returned = register(PluginApi(self, record))
                 if inspect.isawaitable(returned):
@@ -570,10 +473,10 @@ class PluginHost:
         try:
             self._pm.register(obj, name=name)
         except pluggy.PluginValidationError as exc:
-            raise HookSignatureError(pid, _signature_message(str(exc))) from None
+            raise HookSignatureError(pid, signature_message(str(exc))) from None
         except ValueError as exc:
             raise PluginLoadError(pid, str(exc)) from None
-        self._owners[name] = _Owner(pid, self._seq, options, is_async)
+        self._owners[name] = HandlerOwner(pid, self._seq, options, is_async)
         callers = self._pm.get_hookcallers(obj) or []
         for caller in callers:
             impl = next(i for i in caller.get_hookimpls() if i.plugin is obj)
@@ -636,41 +539,21 @@ class PluginHost:
         return context
 
     def _gate(self, decl: HookDecl, plugin_id: str) -> str | None:
-        settings = self.config.entry(plugin_id).hooks
-        if decl.conversation_gate:
-            allowed = settings.allow_conversation_access
-            bundled = self._bundled.get(plugin_id, True)
-            if (bundled and allowed is False) or (not bundled and allowed is not True):
-                return (
-                    f"plugin {plugin_id!r} may not register conversation hook {decl.name!r}: "
-                    f"set plugins.entries.{plugin_id}.hooks.allow_conversation_access = true "
-                    "to allow it"
-                )
-        if decl.prompt_gate and settings.allow_prompt_injection is False:
-            return (
-                f"plugin {plugin_id!r}: prompt hook {decl.name!r} disabled by "
-                f"plugins.entries.{plugin_id}.hooks.allow_prompt_injection = false"
-            )
-        return None
+        return gate_reason(self.config, decl, plugin_id, self._bundled.get(plugin_id, True))
 
-    def _timeout(
-        self, decl: HookDecl, canonical: str, plugin_id: str, options: HandlerOptions
-    ) -> tuple[float | None, str]:
-        if decl.kind is HookKind.SYNC:
-            return None, "sync hook (no timeout)"
-        settings = self.config.entry(plugin_id).hooks
-        base = f"plugins.entries.{plugin_id}.hooks"
-        # A deprecated alias (``deactivate``) honours its own key and its target's.
-        for name in dict.fromkeys((decl.name, canonical)):
-            if name in settings.timeouts:
-                return settings.timeouts[name] / 1000, f"{base}.timeouts.{name}"
-        if settings.timeout_ms is not None:
-            return settings.timeout_ms / 1000, f"{base}.timeout_ms"
-        if options.timeout_ms is not None:
-            return options.timeout_ms / 1000, "author timeout_ms"
-        if decl.default_timeout_ms is not None:
-            return decl.default_timeout_ms / 1000, "hook default"
-        return self.config.runtime.default_timeout_ms / 1000, "runtime.default_timeout_ms"
+    def _build_plan(self, hook: str) -> tuple[Handler, ...]:
+        self._decl(hook)  # raises a clear LookupError for unknown hooks
+        plan = compile_plan(
+            hook,
+            self._decls,
+            self._pm.hook,
+            self._owners,
+            self.config,
+            self._bundled,
+            self._handler_context,
+        )
+        self._plans[hook] = plan
+        return plan
 
     def plan(self, hook: str) -> tuple[Handler, ...]:
         """The ordered handlers of ``hook`` (descending priority, stable ties)."""
@@ -679,215 +562,6 @@ class PluginHost:
             plan = self._build_plan(hook)
         return plan
 
-    def _build_plan(self, hook: str) -> tuple[Handler, ...]:
-        self._decl(hook)  # raises a clear LookupError for unknown hooks
-        names = [hook] + [
-            d.name
-            for d in self._decls.values()
-            if d.deprecation is not None and d.deprecation.alias_of == hook
-        ]
-        handlers: list[Handler] = []
-        for name in names:
-            caller = getattr(self._pm.hook, name, None)
-            if caller is None:
-                continue
-            own_decl = self._decls[name]
-            for impl in caller.get_hookimpls():
-                owner = self._owners[impl.plugin_name]
-                options = owner.options or options_of(impl.function)
-                timeout_s, timeout_source = self._timeout(own_decl, hook, owner.plugin_id, options)
-                is_async = (
-                    owner.is_async
-                    if owner.is_async is not None
-                    else inspect.iscoroutinefunction(impl.function)
-                )
-                handlers.append(
-                    Handler(
-                        plugin_id=owner.plugin_id,
-                        hook=name,
-                        function=impl.function,
-                        call_mode=_call_mode(tuple(impl.argnames)),
-                        priority=options.priority,
-                        seq=owner.seq,
-                        timeout_s=timeout_s,
-                        timeout_source=timeout_source,
-                        context=self._handler_context(owner.plugin_id),
-                        thread=options.thread and not is_async,
-                        gate=self._gate(own_decl, owner.plugin_id),
-                        is_async=is_async,
-                    )
-                )
-        handlers.sort(key=lambda h: (-h.priority, h.seq))
-        plan = tuple(handlers)
-        self._plans[hook] = plan
-        return plan
-
-    def _decl(self, hook: str) -> HookDecl:
-        decl = self._decls.get(hook)
-        if decl is None:
-            close = difflib.get_close_matches(hook, list(self._decls), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise LookupError(f"unknown hook {hook!r}{hint}")
-        return decl
-
-    # -- dispatch ---------------------------------------------------------------------
-
-    def _prepare(
-        self,
-        hook: str,
-        event: Event | Mapping[str, Any] | None,
-        ctx: Context | Mapping[str, Any] | None,
-    ) -> tuple[HookDecl, Event, Context]:
-        decl = self._decls.get(hook) or self._decl(hook)
-        if decl.deprecation is not None and decl.deprecation.alias_of:
-            decl = self._decl(decl.deprecation.alias_of)
-        if type(event) is not decl.event:
-            event = decl.event.model_validate(event if event is not None else {})
-        if ctx is None:
-            ctx = self._empty_ctx[decl.name]
-        elif not isinstance(ctx, decl.ctx):
-            ctx = decl.ctx.model_validate(ctx)
-        assert isinstance(event, Event)
-        return decl, event, ctx
-
-    async def dispatch(
-        self,
-        hook: str,
-        event: Event | Mapping[str, Any] | None = None,
-        ctx: Context | Mapping[str, Any] | None = None,
-    ) -> DispatchResult[Any]:
-        """Run every handler of ``hook`` with the hook's rules; return the outcome."""
-        decl = self._direct.get(hook)
-        if decl is not None and type(event) is decl.event and type(ctx) is decl.ctx:
-            ev: Event = event
-            cx: Context = ctx
-        else:
-            decl, ev, cx = self._prepare(hook, event, ctx)
-        observer = self.observer
-        if observer.tracer is not None or _trace_log.isEnabledFor(logging.DEBUG):
-            started = time.perf_counter_ns()
-            result = await self._dispatch(decl, ev, observer.fill_context(cx), True)
-            observer.record(decl, result, started, time.perf_counter_ns())
-            return result
-        name = decl.name
-        if name in self._sequential:
-            # The common path, inlined: no extra coroutine layer per dispatch.
-            plan = self._plans.get(name) or self._build_plan(name)
-            reducer = self._reducers[name](decl, ev)
-            run = _SequentialRun(decl, plan, reducer, cx, self.timings)
-            records = run.start()
-            if records is None:
-                records = await run.resume(self.tracker)
-            return DispatchResult(name, reducer.finish(), records)
-        return await self._dispatch(decl, ev, cx, self.timings)
-
-    async def _dispatch(
-        self, decl: HookDecl, ev: Event, cx: Context, timing: bool
-    ) -> DispatchResult[Any]:
-        name = decl.name
-        plan = self._plans.get(name) or self._build_plan(name)
-        kind = decl.kind
-        if kind is HookKind.OBSERVE:
-            records = await run_concurrent(decl, plan, ev, cx, self.tracker)
-            return DispatchResult(name, _OBSERVED, records)
-        if kind is HookKind.SYNC:
-            return self._run_sync(decl, ev, cx)
-        reducer = self._reducers[name](decl, ev)
-        records = await run_sequential(decl, plan, reducer, cx, self.tracker, timing)
-        return DispatchResult(name, reducer.finish(), records)
-
-    def _run_sync(self, decl: HookDecl, ev: Event, cx: Context) -> DispatchResult[Any]:
-        plan = self._plans.get(decl.name) or self._build_plan(decl.name)
-        reducer = self._reducers[decl.name](decl, ev)
-        records = run_sync(decl, plan, reducer, cx)
-        return DispatchResult(decl.name, reducer.finish(), records)
-
-    def enable_tracing(self, tracer: Any = None) -> None:
-        """Emit OpenTelemetry spans per dispatch and per handler (needs ``[otel]``)."""
-        self.observer.enable_tracing(tracer)
-
-    def call_sync(
-        self,
-        hook: str,
-        event: Event | Mapping[str, Any] | None = None,
-        ctx: Context | Mapping[str, Any] | None = None,
-    ) -> DispatchResult[Any]:
-        """Run a synchronous hook (``tool_result_persist``, ``before_message_write``)."""
-        decl, ev, cx = self._prepare(hook, event, ctx)
-        if decl.kind is not HookKind.SYNC:
-            raise TypeError(
-                f"hook {hook!r} is {decl.kind.value}, not sync: use `await host.dispatch(...)` "
-                "or host.sync.dispatch(...)"
-            )
-        return self._run_sync(decl, ev, cx)
-
-    def emit(
-        self,
-        hook: str,
-        event: Event | Mapping[str, Any] | None = None,
-        ctx: Context | Mapping[str, Any] | None = None,
-    ) -> asyncio.Task[DispatchResult[Any]]:
-        """Fire-and-forget dispatch of an observation hook; the task is tracked."""
-        decl, ev, cx = self._prepare(hook, event, ctx)
-        task = asyncio.get_running_loop().create_task(self.dispatch(decl.name, ev, cx))
-        self.tracker.track(task, f"emit:{decl.name}")
-        return task
-
-    async def aclose(self, timeout_s: float | None = None) -> list[str]:
-        """Wait (bounded) for handlers still running after their timeout.
-
-        Returns the ``plugin_id:hook`` labels of those still running at the deadline.
-        """
-        budget = (
-            timeout_s if timeout_s is not None else self.config.runtime.shutdown_timeout_ms / 1000
-        )
-        leftover = await self.tracker.drain(budget)
-        for label in leftover:
-            log.warning("handler %s still running at shutdown; not waiting any longer", label)
-        return leftover
-
-
-_OBSERVED = ObserveOutcome()
-_SEQUENTIAL = frozenset({HookKind.DECIDE, HookKind.PIPELINE, HookKind.MERGE, HookKind.CLAIM})
-
 
 def _no_preference(plugin_id: str) -> None:
     return None
-
-
-def _default_id(plugin: object) -> str:
-    for attr in ("plugin_id", "PLUGIN_ID"):
-        value = getattr(plugin, attr, None)
-        if isinstance(value, str) and value:
-            return value
-    name = getattr(plugin, "__name__", None) or type(plugin).__name__
-    return str(name).rsplit(".", 1)[-1]
-
-
-def _has_hookimpls(plugin: object) -> bool:
-    for attr in dir(plugin):
-        if attr.startswith("__"):
-            continue
-        try:
-            value = getattr(plugin, attr)
-        except Exception:
-            continue
-        if getattr(value, f"{PROJECT_NAME}_impl", None) is not None:
-            return True
-    return False
-
-
-def _register_callable(plugin: object) -> Callable[[PluginApi], Any] | None:
-    register = getattr(plugin, "register", None)
-    if callable(register):
-        return register  # type: ignore[no-any-return]
-    if inspect.isfunction(plugin):
-        return plugin  # a bare ``register(api)`` function as the entry point
-    return None
-
-
-def _signature_message(text: str) -> str:
-    return (
-        f"{text.strip()} - hook implementations take a subset of the hookspec's arguments "
-        "(`event`, `ctx`)"
-    )

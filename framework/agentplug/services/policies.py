@@ -188,7 +188,7 @@ class TrustedToolPolicies:
             raise TrustedPolicyError(
                 pid, f"{where} is already registered by this plugin; policy ids must be unique"
             )
-        from agentplug.core.host import _positional_wrapper
+        from agentplug.core.registration import positional_wrapper as _positional_wrapper
 
         try:
             adapted = _positional_wrapper(evaluate)

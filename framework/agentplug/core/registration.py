@@ -1,0 +1,114 @@
+"""Turning plugin objects into pluggy registrations: ids, ``api.on`` handlers, signatures."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+from agentplug_hookspecs import PROJECT_NAME
+
+__all__ = [
+    "HookRelayManager",
+    "OnHandler",
+    "default_id",
+    "has_hookimpls",
+    "positional_wrapper",
+    "register_callable",
+    "signature_message",
+]
+
+_IMPL_OPTS: dict[str, Any] = {
+    "wrapper": False,
+    "hookwrapper": False,
+    "optionalhook": False,
+    "tryfirst": False,
+    "trylast": False,
+    "specname": None,
+}
+
+
+class OnHandler:
+    """A pluggy plugin object carrying one ``api.on(...)`` handler."""
+
+    def __init__(self, hook: str, function: Callable[..., Any]) -> None:
+        self.hook_name = hook
+        setattr(self, hook, function)
+
+
+class HookRelayManager(pluggy.PluginManager):
+    """pluggy's manager, taught to read ``api.on(...)`` handler objects."""
+
+    def parse_hookimpl_opts(self, plugin: object, name: str) -> Any:
+        if isinstance(plugin, OnHandler):
+            return dict(_IMPL_OPTS) if name == plugin.hook_name else None
+        return super().parse_hookimpl_opts(plugin, name)
+
+
+def positional_wrapper(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Adapt a handler whose parameters are not named ``event``/``ctx`` (seed style).
+
+    Raises ``TypeError`` when the handler cannot be called with ``(event, ctx)``.
+    """
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return lambda event, ctx: function(event, ctx)
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    has_var = any(p.kind is p.VAR_POSITIONAL for p in params)
+    if len(required) > 2 or keyword_only:
+        extra = [p.name for p in required[2:] + keyword_only]
+        raise TypeError(
+            f"handler {getattr(function, '__qualname__', function)!r} requires argument(s) "
+            f"{extra} that a hook never passes; handlers receive (event, ctx)"
+        )
+    names = tuple(p.name for p in required)
+    if names in {(), ("event",), ("event", "ctx")} and len(positional) == len(required):
+        return function
+    if has_var or len(positional) >= 2:
+        return lambda event, ctx: function(event, ctx)
+    if len(positional) == 1:
+        return lambda event: function(event)
+    return lambda: function()
+
+
+def default_id(plugin: object) -> str:
+    for attr in ("plugin_id", "PLUGIN_ID"):
+        value = getattr(plugin, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    name = getattr(plugin, "__name__", None) or type(plugin).__name__
+    return str(name).rsplit(".", 1)[-1]
+
+
+def has_hookimpls(plugin: object) -> bool:
+    for attr in dir(plugin):
+        if attr.startswith("__"):
+            continue
+        try:
+            value = getattr(plugin, attr)
+        except Exception:
+            continue
+        if getattr(value, f"{PROJECT_NAME}_impl", None) is not None:
+            return True
+    return False
+
+
+def register_callable(plugin: object) -> Callable[[Any], Any] | None:
+    register = getattr(plugin, "register", None)
+    if callable(register):
+        return register  # type: ignore[no-any-return]
+    if inspect.isfunction(plugin):
+        return plugin  # a bare ``register(api)`` function as the entry point
+    return None
+
+
+def signature_message(text: str) -> str:
+    return (
+        f"{text.strip()} - hook implementations take a subset of the hookspec's arguments "
+        "(`event`, `ctx`)"
+    )
