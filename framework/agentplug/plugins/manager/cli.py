@@ -1,0 +1,148 @@
+"""The ``agentplug plugin ...`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from agentplug.plugins.ejected import DEFAULT_STATE_DIR, STATE_DIR_ENV, plugin_settings
+from agentplug.plugins.manager.facade import PluginManager
+from agentplug.plugins.manager.reports import PluginManagerError
+
+
+def _cli_manager(args: argparse.Namespace, with_host: bool) -> PluginManager:
+    from agentplug.core.config import AgentplugConfig, load_config
+    from agentplug.core.host import PluginHost
+
+    path = getattr(args, "config", None) or os.environ.get("AGENTPLUG_CONFIG")
+    config = load_config(path) if path else AgentplugConfig()
+    actions = dict(config.actions)
+    overrides = {
+        key: getattr(args, key)
+        for key in ("index_url", "find_links", "no_index", "target")
+        if getattr(args, key, None)
+    }
+    settings = plugin_settings({"plugins": {**dict(actions.get("plugins") or {}), **overrides}})
+    state_dir = args.state_dir or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
+    host: PluginHost | None = None
+    if with_host:
+        host = PluginHost(config)
+        host.load_installed()  # before_install handlers of installed plugins take part
+    return PluginManager(host, state_dir, settings=settings)
+
+
+def _emit(args: argparse.Namespace, payload: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(text)
+
+
+def _cmd_plugin(args: argparse.Namespace) -> int:
+    op: str = args.plugin_command
+    manager = _cli_manager(args, with_host=op == "install")
+    try:
+        if op == "install":
+            install = asyncio.run(manager.install(args.spec, requested_by="cli"))
+            text = (
+                f"installed {install.name} {install.version}; restart the agent to load it"
+                if install.installed
+                else f"install of {install.name} {install.version} blocked by "
+                f"{install.blocked_by}: {install.reason}"
+            )
+            _emit(args, install.model_dump(mode="json"), text)
+            return 0 if install.installed else 1
+        if op in ("eject", "eject-core"):
+            eject = asyncio.run(
+                manager.eject(args.plugin_id) if op == "eject" else manager.eject_core()
+            )
+            text = (
+                f"ejected {eject.plugin_id} ({eject.distribution} {eject.version}, from "
+                f"{eject.source_kind}) to {eject.path} on branch {eject.branch}; "
+                "restart the agent to use it"
+            )
+            _emit(args, eject.model_dump(mode="json"), text)
+            return 0
+        if op in ("sync", "sync-core"):
+            sync = asyncio.run(
+                manager.sync(args.plugin_id) if op == "sync" else manager.sync_core()
+            )
+            _emit(args, sync.model_dump(mode="json"), f"{sync.plugin_id}: {sync.message}")
+            return 0 if sync.merged else 1
+        if op in ("reinject", "reinject-core"):
+            reinject = asyncio.run(
+                manager.reinject(args.plugin_id) if op == "reinject" else manager.reinject_core()
+            )
+            text = f"removed {reinject.path}; restart the agent to load the installed package"
+            _emit(args, reinject.model_dump(mode="json"), text)
+            return 0
+        if op == "ejected":
+            rows = manager.ejected()
+            lines = [f"{r.name}  [{r.branch}]  {r.path}" for r in rows] or ["no ejected plugins"]
+            _emit(args, [r.model_dump(mode="json") for r in rows], "\n".join(lines))
+            return 0
+        status = manager.core_status()
+        text = (
+            f"{status.distribution} {status.version or '?'} runs from the {status.running_from} "
+            f"{'source' if status.running_from == 'ejected' else 'package'} at "
+            f"{status.location} (commit {status.commit or 'unknown'})"
+        )
+        if status.restart_required:
+            text += "; restart the agent to switch to the other copy"
+        _emit(args, status.model_dump(mode="json"), text)
+        return 0
+    except PluginManagerError as exc:
+        if args.json:
+            print(json.dumps({"error": str(exc)}))
+        else:
+            print(f"agentplug plugin {op}: {exc}", file=sys.stderr)
+        return 1
+
+
+def add_plugin_management_commands(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``agentplug plugin install|eject|sync|reinject|ejected|core-status|...``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--state-dir",
+        default=None,
+        help=f"state folder (default: ${STATE_DIR_ENV} or {DEFAULT_STATE_DIR})",
+    )
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--config", help="operator config file (default: $AGENTPLUG_CONFIG)")
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "plugin", help="install, eject, sync and reinject plugins (and agentplug itself)"
+    )
+    sub = parser.add_subparsers(dest="plugin_command", required=True)
+    p = sub.add_parser(
+        "install", parents=[common], help="download, check (install policy), install"
+    )
+    p.add_argument("spec", help="requirement such as my-plugin or my-plugin==1.2")
+    p.add_argument("--index-url", dest="index_url")
+    p.add_argument("--find-links", dest="find_links", action="append")
+    p.add_argument("--no-index", dest="no_index", action="store_true")
+    p.add_argument("--target", help="install into this folder (pip --target)")
+    for name, help_text in (
+        ("eject", "put a plugin's source under <state-dir>/plugins/<id> (git)"),
+        ("sync", "fetch and merge upstream into an ejected plugin"),
+        ("reinject", "remove an ejected plugin so the installed package loads"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=help_text)
+        p.add_argument("plugin_id")
+        if name != "reinject":
+            p.add_argument("--index-url", dest="index_url")
+            p.add_argument("--find-links", dest="find_links", action="append")
+            p.add_argument("--no-index", dest="no_index", action="store_true")
+    sub.add_parser("ejected", parents=[common], help="list ejected plugins")
+    for name, help_text in (
+        ("eject-core", "put agentplug's own source under <state-dir>/core (git)"),
+        ("sync-core", "fetch and merge upstream into the ejected core"),
+        ("reinject-core", "remove the ejected core"),
+        ("core-status", "installed package or ejected source, version, commit"),
+    ):
+        sub.add_parser(name, parents=[common], help=help_text)
+    parser.set_defaults(func=_cmd_plugin)
+    return parser

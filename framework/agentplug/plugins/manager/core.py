@@ -1,0 +1,102 @@
+"""The agentplug core itself: eject, sync and reinject its source, and where it runs from."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from agentplug.plugins.ejected import _read_record
+from agentplug.plugins.manager.distributions import _Dist
+from agentplug.plugins.manager.eject import _EjectMixin
+from agentplug.plugins.manager.listing import _ListingMixin
+from agentplug.plugins.manager.reinject import _ReinjectMixin
+from agentplug.plugins.manager.reports import (
+    CoreStatus,
+    EjectReport,
+    PluginManagerError,
+    ReinjectReport,
+    SyncReport,
+)
+from agentplug.plugins.manager.sources import _path_from_url
+from agentplug.plugins.manager.sync import _SyncMixin
+
+
+class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
+    """``eject_core``, ``sync_core``, ``reinject_core`` and ``core_status``."""
+
+    async def eject_core(self) -> EjectReport:
+        """Put agentplug's own source under ``<state_dir>/core/agentplug`` (git)."""
+        return await self._locked("core", self._eject_core)
+
+    def _eject_core(self) -> EjectReport:
+        final = self.core_dir
+        if final.exists():
+            raise PluginManagerError(
+                f"{self.core_distribution} is already ejected at {final}; sync it "
+                "(SYNC_CORE) or reinject it first (REINJECT_CORE)"
+            )
+        found = self._find_distribution(self.core_distribution)
+        if found is None:
+            raise PluginManagerError(f"distribution {self.core_distribution!r} is not installed")
+        return self._eject_into(canonicalize_name(self.core_distribution), found, final, True)
+
+    async def sync_core(self) -> SyncReport:
+        """Fetch and merge upstream into the ejected core."""
+        name = canonicalize_name(self.core_distribution)
+        return await self._locked("core", self._sync_folder, name, self.core_dir)
+
+    async def reinject_core(self) -> ReinjectReport:
+        """Remove the ejected core so the installed package runs again."""
+        name = canonicalize_name(self.core_distribution)
+        return await self._locked("core", self._remove, name, self.core_dir)
+
+    def core_status(self) -> CoreStatus:
+        """Whether agentplug runs from the installed package or an ejected source."""
+        found = self._find_distribution(self.core_distribution)
+        module = sys.modules.get(self.core_module)
+        location: Path | None = None
+        if module is not None and getattr(module, "__file__", None):
+            location = Path(str(module.__file__)).resolve().parent
+        elif (spec := importlib.util.find_spec(self.core_module)) is not None and spec.origin:
+            location = Path(spec.origin).resolve().parent
+        installed_commit = self._installed_commit(found) if found else None
+        folder = self.core_dir
+        record = _read_record(folder) if folder.is_dir() else None
+        ejected = None if record is None else self._describe(folder.name, folder)
+        running_ejected = bool(
+            record is not None and location is not None and location.is_relative_to(folder)
+        )
+        if running_ejected:
+            assert ejected is not None and record is not None
+            version: str | None = record.version
+            commit = ejected.head
+        else:
+            version = found.version if found else None
+            commit = installed_commit
+        return CoreStatus(
+            distribution=found.name if found else self.core_distribution,
+            running_from="ejected" if running_ejected else "installed",
+            version=version,
+            commit=commit,
+            location=str(location) if location else None,
+            installed_version=found.version if found else None,
+            installed_commit=installed_commit,
+            ejected_path=str(folder) if record is not None else None,
+            ejected_commit=ejected.head if ejected else None,
+            ejected_branch=ejected.branch if ejected else None,
+            restart_required=(record is not None) != running_ejected,
+        )
+
+    def _installed_commit(self, found: _Dist) -> str | None:
+        source = self._resolve_source(found)
+        if source.commit:
+            return source.commit
+        path = _path_from_url(source.url) if source.kind == "git" and source.url else None
+        if path is not None and path.is_dir():
+            probe = self._runner.git(path, "rev-parse", "HEAD", check=False)
+            return probe.stdout.strip() or None
+        return None

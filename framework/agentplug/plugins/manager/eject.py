@@ -1,0 +1,93 @@
+"""Eject: put a plugin's source under the state folder as a git working copy."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from agentplug.plugins.ejected import LOCAL_BRANCH, UpstreamRecord
+from agentplug.plugins.manager.archives import _import_roots
+from agentplug.plugins.manager.distributions import _Dist, _DistributionsMixin
+from agentplug.plugins.manager.reports import EjectReport, PluginManagerError
+from agentplug.plugins.manager.sources import _Source, _SourcesMixin
+
+log = logging.getLogger("agentplug.plugins")
+
+
+class _EjectMixin(_SourcesMixin, _DistributionsMixin):
+    """:meth:`eject` (and the ejection itself, shared with the core)."""
+
+    async def eject(self, plugin_id: str) -> EjectReport:
+        """Put ``plugin_id``'s source under ``<state_dir>/plugins/<plugin_id>/`` (git)."""
+        self._check_id(plugin_id)
+        return await self._locked(f"plugin-{plugin_id}", self._eject_plugin, plugin_id)
+
+    def _eject_plugin(self, plugin_id: str) -> EjectReport:
+        final = self.ejected_path(plugin_id)
+        if final.exists():
+            raise PluginManagerError(
+                f"plugin {plugin_id!r} is already ejected at {final}; sync it "
+                "(SYNC_PLUGIN) or reinject it first (REINJECT_PLUGIN)"
+            )
+        found = self.find_plugin(plugin_id)
+        if found is None:
+            raise self._unknown(plugin_id)
+        return self._eject_into(plugin_id, found, final, core=False)
+
+    def _eject_into(self, plugin_id: str, found: _Dist, final: Path, core: bool) -> EjectReport:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # Leftovers of an interrupted eject/reinject of this id (we hold its lock).
+        for stale in [
+            *final.parent.glob(f".eject-{plugin_id}-*"),
+            *final.parent.glob(f".trash-{plugin_id}-*"),
+        ]:
+            shutil.rmtree(stale, ignore_errors=True)
+        temp = Path(tempfile.mkdtemp(prefix=f".eject-{plugin_id}-", dir=final.parent))
+        try:
+            work = temp / "work"
+            source = self._resolve_source(found)
+            if source.kind == "git" and source.guessed:
+                try:
+                    commit = self._clone(source, found, work)
+                except PluginManagerError as exc:  # a project page, not a repository
+                    log.info("%s is not clonable (%s); using the sdist", source.url, exc)
+                    shutil.rmtree(work, ignore_errors=True)
+                    source = _Source("sdist")
+            elif source.kind == "git":
+                commit = self._clone(source, found, work)
+            if source.kind == "git":
+                url, ref = source.url, source.ref or self._remote_default_branch(work)
+            else:
+                commit = self._import_sdist(found, temp, work)
+                url, ref = self.settings.source_label, None
+            top_level = found.top_level()
+            record = UpstreamRecord(
+                plugin_id=plugin_id,
+                distribution=found.name,
+                version=found.version,
+                source_kind=source.kind,
+                url=url,
+                commit=commit,
+                ref=ref,
+                top_level=top_level,
+                import_roots=_import_roots(work, top_level, source.subdirectory),
+                core=core,
+            )
+            self._write_record(work, record)
+            os.rename(work, final)  # atomic: the folder appears complete or not at all
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+        log.info("ejected %s (%s %s) to %s", plugin_id, found.name, found.version, final)
+        return EjectReport(
+            plugin_id=plugin_id,
+            distribution=found.name,
+            version=found.version,
+            path=str(final),
+            branch=LOCAL_BRANCH,
+            source_kind=record.source_kind,
+            url=record.url,
+            commit=record.commit,
+        )

@@ -1,0 +1,34 @@
+"""Locating and fingerprinting ejected sources (used by the loader and the supervisor)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from agentplug.plugins.ejected import CORE_DISTRIBUTION, _core_root, _roots_of
+
+
+def core_import_roots(state_dir: str | Path, distribution: str = CORE_DISTRIBUTION) -> list[Path]:
+    """Import roots of an ejected agentplug core (``[]`` when not ejected)."""
+    return _roots_of(_core_root(Path(state_dir)) / canonicalize_name(distribution))
+
+
+def source_fingerprint(folder: Path) -> str:
+    """A cheap fingerprint of a source tree (paths, sizes, mtimes; ``.git`` excluded)."""
+    digest = hashlib.sha256()
+    if not folder.is_dir():
+        return ""
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__"))
+        for name in sorted(files):
+            path = Path(root) / name
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            rel = path.relative_to(folder).as_posix()
+            digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
