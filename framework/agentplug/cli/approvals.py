@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agentplug.services.approvals import list_grants, revoke_grant
+from agentplug.services.approvals.grants import list_grants, revoke_grant
 from agentplug.store import SQLiteStore
 
 __all__ = ["DEFAULT_STATE_DIR", "STATE_DIR_ENV", "add_approvals_commands", "main", "state_dir"]

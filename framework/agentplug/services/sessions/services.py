@@ -1,304 +1,60 @@
-"""Session services behind the hooks: extensions, next-turn injections, cleanup.
+"""The host side of the session services (``host.sessions``).
 
-``api.session`` (what a plugin's ``register(api)`` sees) has three parts:
-
-- ``api.session.state.register_session_extension(name, default=..., description=...)``
-  declares small JSON-compatible per-session state owned by the plugin. The host
-  changes it with :meth:`SessionServices.patch` (a JSON merge patch, RFC 7396) and
-  projects it in :meth:`SessionServices.session_row` as ``plugin_extensions``.
-- ``api.session.workflow.enqueue_next_turn_injection(session_key, text, ...)`` queues
-  context for the next model turn. The turn runner drains the queue once, before the
-  prompt hooks (:meth:`SessionServices.drain_injections`): each entry is delivered at
-  most once, expired entries are dropped, and a plugin's duplicates (same
-  ``idempotency_key``) collapse to the first, also after it was delivered.
-- ``api.session.on_cleanup(callback)`` receives ``reset``, ``delete``, ``disable`` or
-  ``restart``. On reset/delete/disable the host deletes the plugin's session state and
-  pending injections; on restart it keeps them.
-
-Everything lives in ``host.store``: with the SQLite store it survives restarts.
-
-Decisions: a full per-plugin queue (:data:`MAX_PENDING_PER_PLUGIN` pending entries in
-one session) *rejects* the new entry with :class:`InjectionQueueFull` instead of
-dropping the oldest one, because a dropped entry would be a silent delivery failure of
-something the plugin was told was queued. A plugin whose prompt injection is disabled
-(``plugins.entries.<id>.hooks.allow_prompt_injection = false``) gets a receipt with
-``accepted=False``; its entries already queued (by an earlier run) are dropped at drain.
+:class:`SessionServices` keeps the extension declarations, stores and patches their
+per-session state, queues and drains next-turn injections, and runs the cleanup
+callbacks on reset, delete, disable and restart. Everything lives in ``host.store``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
-import math
-import re
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-from urllib.parse import quote, unquote
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
-from agentplug.core.errors import AgentplugError
+from agentplug.services.sessions.api import (
+    InjectionReceipt,
+    SessionApi,
+    SessionExtension,
+    _ExtensionSpec,
+)
+from agentplug.services.sessions.state import (
+    _DELIVERED_NS,
+    _DESTRUCTIVE,
+    _EXT_NS,
+    _INDEX_NS,
+    _QUEUE_NS,
+    CLEANUP_REASONS,
+    DELIVERED_KEY_RETENTION_MS,
+    MAX_EXTENSION_STATE_BYTES,
+    MAX_INJECTION_METADATA_BYTES,
+    MAX_INJECTION_TEXT_BYTES,
+    MAX_PENDING_PER_PLUGIN,
+    CleanupReason,
+    InjectionQueueFull,
+    SessionStateError,
+    UnknownExtensionError,
+    _check_json,
+    _check_name,
+    _check_session_key,
+    _json_size,
+    _key,
+    _plain,
+    _split,
+    json_merge_patch,
+)
 from agentplug.store import StateStore
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost, PluginRecord
 
-__all__ = [
-    "CLEANUP_REASONS",
-    "MAX_EXTENSION_STATE_BYTES",
-    "MAX_INJECTION_METADATA_BYTES",
-    "MAX_INJECTION_TEXT_BYTES",
-    "MAX_PENDING_PER_PLUGIN",
-    "CleanupReason",
-    "InjectionQueueFull",
-    "InjectionReceipt",
-    "SessionApi",
-    "SessionExtension",
-    "SessionServices",
-    "SessionStateError",
-    "UnknownExtensionError",
-    "json_merge_patch",
-]
+__all__ = ["SessionServices"]
 
 log = logging.getLogger("agentplug.sessions")
-_C = TypeVar("_C", bound=Callable[..., Any])
-
-CleanupReason = Literal["reset", "delete", "disable", "restart"]
-CLEANUP_REASONS: frozenset[str] = frozenset({"reset", "delete", "disable", "restart"})
-_DESTRUCTIVE = frozenset({"reset", "delete", "disable"})
-
-MAX_EXTENSION_STATE_BYTES = 16 * 1024
-"""Largest serialised state of one extension in one session."""
-MAX_INJECTION_TEXT_BYTES = 8 * 1024
-"""Largest ``text`` of one next-turn injection (UTF-8)."""
-MAX_INJECTION_METADATA_BYTES = 2 * 1024
-"""Largest serialised ``metadata`` of one next-turn injection."""
-MAX_PENDING_PER_PLUGIN = 32
-"""Pending injections one plugin may have queued for one session."""
-DELIVERED_KEY_RETENTION_MS = 24 * 60 * 60 * 1000
-"""How long a delivered ``idempotency_key`` keeps collapsing later duplicates."""
-
-_EXT_NS = "session.ext"
-_QUEUE_NS = "session.injections"
-_DELIVERED_NS = "session.injections.delivered"
-_INDEX_NS = "session.injections.sessions"
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-
-
-class SessionStateError(AgentplugError, ValueError):
-    """Invalid session state, patch or injection (not JSON, too large, bad argument)."""
-
-
-class UnknownExtensionError(SessionStateError, LookupError):
-    """A patch named an extension that the plugin never registered."""
-
-
-class InjectionQueueFull(SessionStateError):
-    """The plugin already has the maximum of pending injections for that session."""
-
-
-def _json_size(value: Any, what: str) -> int:
-    """Bytes of ``value`` as compact JSON; :class:`SessionStateError` when not JSON-only."""
-    _check_json(value, what)
-    return len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8"))
-
-
-def _check_json(value: Any, what: str, depth: int = 0) -> None:
-    # Strict: only what JSON can express, so the state reads back exactly as written.
-    if depth > 32:
-        raise SessionStateError(f"{what} is nested too deeply (more than 32 levels)")
-    if value is None or isinstance(value, bool | str):
-        return
-    if isinstance(value, int | float):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise SessionStateError(f"{what} must be JSON-compatible: got a non-finite number")
-        return
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise SessionStateError(
-                    f"{what} must be JSON-compatible: object keys must be strings, "
-                    f"got {type(key).__name__}"
-                )
-            _check_json(item, f"{what}.{key}", depth + 1)
-        return
-    if isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            _check_json(item, f"{what}[{index}]", depth + 1)
-        return
-    raise SessionStateError(
-        f"{what} must be JSON-compatible (dict, list, str, int, float, bool, None); "
-        f"got {type(value).__name__}"
-    )
-
-
-def _plain(value: Any) -> Any:
-    """A plain JSON copy (frozen containers and tuples become dicts and lists)."""
-    return json.loads(json.dumps(value, allow_nan=False))
-
-
-def json_merge_patch(target: Any, patch: Any) -> Any:
-    """Apply an RFC 7396 JSON merge patch: objects merge, ``None`` deletes a key."""
-    if not isinstance(patch, Mapping):
-        return _plain(patch)
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = json_merge_patch(result.get(key), value)
-    return result
-
-
-def _key(*parts: str) -> str:
-    return "/".join(quote(part, safe="") for part in parts) + "/"
-
-
-def _split(key: str) -> list[str]:
-    return [unquote(part) for part in key.rstrip("/").split("/")]
-
-
-def _check_name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise SessionStateError(
-            f"{what} must be 1-64 characters of letters, digits, '_', '.', '-' "
-            f"(not starting with '.' or '-'); got {value!r}"
-        )
-    return value
-
-
-def _check_session_key(session_key: Any) -> str:
-    if not isinstance(session_key, str) or not session_key or len(session_key) > 512:
-        raise SessionStateError(
-            f"session_key must be a non-empty string of at most 512 characters; got {session_key!r}"
-        )
-    return session_key
-
-
-@dataclass(frozen=True, slots=True)
-class _ExtensionSpec:
-    plugin_id: str
-    name: str
-    default: Any
-    description: str
-    cleanup: Callable[..., Any] | None
-
-
-class InjectionReceipt(BaseModel):
-    """What ``enqueue_next_turn_injection`` returns."""
-
-    model_config = ConfigDict(frozen=True)
-
-    accepted: bool
-    """``False`` when the plugin's prompt injection is disabled (nothing was queued)."""
-    id: str | None = None
-    """The queued entry (the first one, for a collapsed duplicate)."""
-    duplicate: bool = False
-    """``True`` when an entry with the same ``idempotency_key`` already existed."""
-    reason: str | None = None
-
-
-class SessionExtension:
-    """A registered extension: read and patch this plugin's state in one session."""
-
-    def __init__(self, services: SessionServices, spec: _ExtensionSpec) -> None:
-        self._services = services
-        self._spec = spec
-
-    @property
-    def name(self) -> str:
-        """The extension name (unique per plugin)."""
-        return self._spec.name
-
-    @property
-    def description(self) -> str:
-        """What the state means (for UIs listing ``plugin_extensions``)."""
-        return self._spec.description
-
-    def get(self, session_key: str) -> Any:
-        """The state in ``session_key`` (the default when never set)."""
-        return self._services.get_state(session_key, self._spec.plugin_id, self._spec.name)
-
-    def patch(self, session_key: str, patch: Mapping[str, Any]) -> Any:
-        """Apply a JSON merge patch; return the new state."""
-        return self._services.patch(session_key, self._spec.plugin_id, self._spec.name, patch)
-
-
-class _StateApi:
-    def __init__(self, services: SessionServices, plugin_id: str) -> None:
-        self._services = services
-        self._plugin_id = plugin_id
-
-    def register_session_extension(
-        self,
-        name: str,
-        *,
-        default: Any = None,
-        description: str = "",
-        cleanup: Callable[..., Any] | None = None,
-    ) -> SessionExtension:
-        """Declare small JSON-compatible per-session state owned by this plugin.
-
-        ``default`` is what a session shows before the first patch. ``cleanup``, when
-        given, is called like an ``on_cleanup`` callback (``reason``, ``session_key``).
-        """
-        return self._services.register_extension(
-            self._plugin_id, name, default=default, description=description, cleanup=cleanup
-        )
-
-
-class _WorkflowApi:
-    def __init__(self, services: SessionServices, plugin_id: str) -> None:
-        self._services = services
-        self._plugin_id = plugin_id
-
-    def enqueue_next_turn_injection(
-        self,
-        session_key: str,
-        text: str,
-        placement: Literal["prepend", "append"] = "prepend",
-        ttl_ms: int | None = None,
-        idempotency_key: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> InjectionReceipt:
-        """Deliver ``text`` to the next model turn of ``session_key``, exactly once."""
-        return self._services.enqueue_injection(
-            self._plugin_id,
-            session_key,
-            text,
-            placement=placement,
-            ttl_ms=ttl_ms,
-            idempotency_key=idempotency_key,
-            metadata=metadata,
-        )
-
-
-class SessionApi:
-    """``api.session``: ``state``, ``workflow`` and ``on_cleanup`` for one plugin."""
-
-    def __init__(self, services: SessionServices, plugin_id: str) -> None:
-        self.plugin_id = plugin_id
-        self.state = _StateApi(services, plugin_id)
-        """``register_session_extension(...)``."""
-        self.workflow = _WorkflowApi(services, plugin_id)
-        """``enqueue_next_turn_injection(...)``."""
-        self._services = services
-
-    def on_cleanup(self, callback: _C) -> _C:
-        """Call ``callback(reason, session_key)`` on reset/delete/disable/restart.
-
-        ``session_key`` is ``None`` for plugin-wide cleanups (``disable``, ``restart``).
-        A callback taking one argument gets ``reason`` only. Returns ``callback`` (so
-        it works as a decorator). Failures are logged.
-        """
-        self._services.add_cleanup(self.plugin_id, callback)
-        return callback
 
 
 class SessionServices:

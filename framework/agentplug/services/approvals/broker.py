@@ -1,0 +1,330 @@
+"""The approval broker: runs one approval round-trip (standing grants first).
+
+:class:`ApprovalBroker` asks its resolver within the request's budget, turns the answer
+(or a timeout, a cancellation, a missing resolver) into an :class:`ApprovalVerdict`,
+remembers ``allow-always`` as a standing grant and notifies ``on_resolution``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, cast
+
+from agentplug_hookspecs import deep_freeze, thaw
+from agentplug_hookspecs.tools import ApprovalRequest, ApprovalResolution, ToolCallOutcome
+
+from agentplug.services.approvals.grants import (
+    GRANTS_NAMESPACE,
+    Grant,
+    grant_id_for,
+    list_grants,
+    revoke_grant,
+)
+from agentplug.services.approvals.models import (
+    AnyResolver,
+    ApprovalResolver,
+    ApprovalVerdict,
+    PendingApproval,
+    VerdictResolution,
+    _new_approval_id,
+)
+from agentplug.store import MemoryStore, StateStore
+
+__all__ = ["ApprovalBroker"]
+
+log = logging.getLogger("agentplug.approvals")
+
+
+class ApprovalBroker:
+    """Runs approval round-trips for ``before_tool_call`` outcomes.
+
+    ``store`` keeps ``allow-always`` grants (default: an in-memory store). Use an
+    :class:`~agentplug.store.SQLiteStore` (e.g. ``host.store``) so grants survive
+    restarts.
+    """
+
+    def __init__(
+        self, resolver: AnyResolver | None = None, *, store: StateStore | None = None
+    ) -> None:
+        self.resolver = resolver
+        self.store: StateStore = store if store is not None else MemoryStore()
+        self.history: deque[dict[str, Any]] = deque(maxlen=1_000)
+        """Audit trail of the latest resolved approvals (JSON-compatible dicts)."""
+        self._in_flight: dict[str, tuple[PendingApproval, asyncio.Future[str]]] = {}
+
+    # -- grants -----------------------------------------------------------------------
+
+    def list_grants(self) -> list[Grant]:
+        """Standing ``allow-always`` grants."""
+        return list_grants(self.store)
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke a standing grant; ``True`` when it existed."""
+        return revoke_grant(self.store, grant_id)
+
+    def _grant_for(self, tool_name: str, request: ApprovalRequest) -> str | None:
+        if "allow-always" not in request.allowed_decisions:
+            return None
+        grant_id = grant_id_for(request.plugin_id, tool_name, request)
+        try:
+            stored = self.store.get(GRANTS_NAMESPACE, grant_id)
+        except Exception as exc:  # a broken store never allows anything
+            log.warning("approval grant lookup failed (%s); asking", type(exc).__name__)
+            return None
+        if not isinstance(stored, Mapping):
+            return None
+        # Defence in depth: the stored scope must match, not only the hash.
+        if (
+            stored.get("plugin_id") != request.plugin_id
+            or stored.get("tool_name") != tool_name
+            or stored.get("title") != request.title
+            or stored.get("severity") != request.severity
+        ):
+            return None
+        return grant_id
+
+    def _remember(self, pending: PendingApproval) -> str | None:
+        request = pending.request
+        grant = Grant(
+            grant_id=grant_id_for(request.plugin_id, pending.tool_name, request),
+            plugin_id=request.plugin_id,
+            tool_name=pending.tool_name,
+            title=request.title,
+            severity=request.severity,
+            created_at=time.time(),
+            approval_id=pending.id,
+        )
+        try:
+            self.store.put(GRANTS_NAMESPACE, grant.grant_id, grant.to_dict())
+        except Exception as exc:
+            log.warning("could not remember allow-always grant (%s)", type(exc).__name__)
+            return None
+        return grant.grant_id
+
+    # -- pending / cancellation ---------------------------------------------------------
+
+    @property
+    def pending(self) -> list[PendingApproval]:
+        """Approvals this broker is waiting on."""
+        return [p for p, _ in self._in_flight.values()]
+
+    def cancel(self, approval_id: str) -> bool:
+        """Cancel one pending approval (the call is blocked as ``cancelled``)."""
+        entry = self._in_flight.get(approval_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].get_loop().call_soon_threadsafe(_cancel_signal, entry[1])
+        return True
+
+    def cancel_run(self, run_id: str) -> int:
+        """Cancel every pending approval of run ``run_id``; return how many."""
+        return sum(
+            self.cancel(p.id) for p, _ in list(self._in_flight.values()) if p.run_id == run_id
+        )
+
+    # -- the round-trip -----------------------------------------------------------------
+
+    async def decide(
+        self,
+        tool_name: str,
+        outcome: ToolCallOutcome,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> ApprovalVerdict:
+        """Resolve ``outcome.approval`` (if any) into an allow/block verdict."""
+        if outcome.blocked:
+            return ApprovalVerdict(False, "deny", outcome.block_reason or "blocked")
+        request = outcome.approval
+        if request is None:
+            return ApprovalVerdict(True, "allow-once", "no approval required")
+        return await self.request(
+            tool_name, outcome.params, request, metadata=metadata, run_id=run_id
+        )
+
+    async def request(
+        self,
+        tool_name: str,
+        params: Mapping[str, object],
+        request: ApprovalRequest,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> ApprovalVerdict:
+        """Ask for one approval (standing grants first); notify ``on_resolution``."""
+        approval_id = _new_approval_id()
+        while approval_id in self._in_flight:
+            approval_id = _new_approval_id()
+        # Read-only copies: whatever renders or answers the request cannot change what
+        # runs (the caller keeps its own parameters) or what the audit trail says.
+        pending = PendingApproval(
+            approval_id,
+            tool_name,
+            deep_freeze(dict(params)),
+            request,
+            deep_freeze(dict(metadata or {})),
+            run_id,
+        )
+        grant_id = self._grant_for(tool_name, request)
+        if grant_id is not None:
+            verdict = ApprovalVerdict(
+                True,
+                "allow-always",
+                f"{request.title!r} allowed by standing grant {grant_id} "
+                f"(revoke with `agentplug approvals revoke {grant_id}`)",
+                approval_id,
+                grant_id,
+                from_grant=True,
+            )
+        else:
+            try:
+                verdict = await self._round_trip(pending)
+            except asyncio.CancelledError:
+                self._record(pending, "cancelled", False)
+                await _notify(request, "cancelled")
+                raise
+            if verdict.resolution == "allow-always":
+                verdict = ApprovalVerdict(
+                    True,
+                    "allow-always",
+                    verdict.reason,
+                    approval_id,
+                    self._remember(pending),
+                )
+        self._record(pending, verdict.resolution, verdict.allowed, verdict.grant_id)
+        await _notify(request, _callback_resolution(verdict.resolution))
+        return verdict
+
+    def _record(
+        self,
+        pending: PendingApproval,
+        resolution: str,
+        allowed: bool,
+        grant_id: str | None = None,
+    ) -> None:
+        self.history.append(
+            {
+                "approval_id": pending.id,
+                "tool_name": pending.tool_name,
+                "plugin_id": pending.plugin_id,
+                "title": pending.request.title,
+                "severity": pending.request.severity,
+                "resolution": resolution,
+                "allowed": allowed,
+                "grant_id": grant_id,
+                "run_id": pending.run_id,
+                "metadata": thaw(pending.metadata),
+                "at": time.time(),
+            }
+        )
+
+    async def _round_trip(self, pending: PendingApproval) -> ApprovalVerdict:
+        request = pending.request
+        aid = pending.id
+        who = request.plugin_id or "a plugin"
+        resolver = self.resolver
+        if resolver is None:
+            return ApprovalVerdict(
+                False,
+                "no-resolver",
+                f"{request.title!r} needs approval (asked by {who}) but no approver is "
+                "connected; the tool call was not run",
+                aid,
+            )
+        ask = getattr(resolver, "ask", None)
+        if not callable(ask):
+            ask = cast(ApprovalResolver, resolver).resolve
+        timeout_s = pending.timeout_s
+        loop = asyncio.get_running_loop()
+        cancel_signal: asyncio.Future[str] = loop.create_future()
+        task: asyncio.Future[Any] = asyncio.ensure_future(ask(pending))
+        self._in_flight[aid] = (pending, cancel_signal)
+        try:
+            done, _ = await asyncio.wait(
+                (task, cancel_signal), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        except asyncio.CancelledError:
+            _abandon(task)
+            raise
+        finally:
+            self._in_flight.pop(aid, None)
+            if not cancel_signal.done():
+                cancel_signal.cancel()
+        if task not in done:
+            _abandon(task)
+            if cancel_signal in done:
+                return ApprovalVerdict(
+                    False,
+                    "cancelled",
+                    f"the run was cancelled while {request.title!r} awaited approval; "
+                    "the tool call was not run",
+                    aid,
+                )
+            return ApprovalVerdict(
+                False,
+                "timeout",
+                f"approval for {request.title!r} was not answered within {timeout_s:g} s; "
+                "the tool call was not run",
+                aid,
+            )
+        exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if exc is not None:
+            log.warning("approval resolver failed (%s); denying", type(exc).__name__)
+            return ApprovalVerdict(
+                False,
+                "deny",
+                f"approval for {request.title!r} could not be obtained (the approver "
+                "failed); denied",
+                aid,
+            )
+        decision = task.result()
+        if decision not in request.allowed_decisions:
+            return ApprovalVerdict(
+                False,
+                "deny",
+                f"decision {decision!r} was not offered for {request.title!r} (offered: "
+                f"{', '.join(request.allowed_decisions)}); denied",
+                aid,
+            )
+        if decision == "deny":
+            return ApprovalVerdict(
+                False, "deny", f"{request.title!r} was denied by the approver", aid
+            )
+        return ApprovalVerdict(True, decision, f"{request.title!r} approved ({decision})", aid)
+
+
+def _cancel_signal(future: asyncio.Future[str]) -> None:
+    if not future.done():
+        future.set_result("cancelled")
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    task.add_done_callback(_swallow)
+
+
+def _swallow(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _callback_resolution(resolution: VerdictResolution) -> ApprovalResolution:
+    # ``on_resolution`` takes the typed union; a missing approver blocks like a deny.
+    return "deny" if resolution == "no-resolver" else resolution
+
+
+async def _notify(request: ApprovalRequest, resolution: ApprovalResolution) -> None:
+    callback = request.on_resolution
+    if callback is None:
+        return
+    try:
+        returned = callback(resolution)
+        if inspect.isawaitable(returned):
+            await returned
+    except Exception as exc:  # failures of on_resolution are only logged
+        log.warning("on_resolution of %s raised %s", request.plugin_id, type(exc).__name__)

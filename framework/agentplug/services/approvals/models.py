@@ -1,0 +1,150 @@
+"""The decision and request models of an approval round-trip.
+
+The decision words (:data:`Decision`, :func:`parse_decision`), what a resolver is asked
+(:class:`PendingApproval`), the resolver protocols, the broker's result
+(:class:`ApprovalVerdict`) and the small helpers the resolvers share (approval ids, the
+request's time budget, cleaning text shown to a person).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from agentplug_hookspecs import thaw
+from agentplug_hookspecs.tools import (
+    DEFAULT_APPROVAL_TIMEOUT_MS,
+    MAX_APPROVAL_TIMEOUT_MS,
+    ApprovalRequest,
+    ApprovalResolution,
+)
+
+__all__ = [
+    "AnyResolver",
+    "ApprovalPrompter",
+    "ApprovalResolver",
+    "ApprovalVerdict",
+    "Decision",
+    "PendingApproval",
+    "VerdictResolution",
+    "parse_decision",
+]
+
+Decision = Literal["allow-once", "allow-always", "deny"]
+VerdictResolution = ApprovalResolution | Literal["no-resolver"]
+
+_DECISION_WORDS: dict[str, Decision] = {
+    "allow-once": "allow-once",
+    "once": "allow-once",
+    "o": "allow-once",
+    "allow-always": "allow-always",
+    "always": "allow-always",
+    "a": "allow-always",
+    "deny": "deny",
+    "d": "deny",
+}
+_ids = itertools.count(1)
+
+
+def parse_decision(text: str) -> Decision | None:
+    """``allow-once``/``once``/``o``, ``allow-always``/``always``/``a``, ``deny``/``d``."""
+    return _DECISION_WORDS.get(text.strip().lower())
+
+
+def _new_approval_id() -> str:
+    # Short enough to type in a chat, random enough that a stale id typed after a
+    # restart never resolves a new approval.
+    return f"ap{next(_ids)}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """What a resolver is asked to decide."""
+
+    id: str
+    tool_name: str
+    params: Mapping[str, object]
+    request: ApprovalRequest
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Audit metadata shown to the person, e.g. ``{"exec_env": {...}}`` for ``exec``."""
+    run_id: str | None = None
+    created_at: float = field(default_factory=time.time)
+
+    @property
+    def plugin_id(self) -> str | None:
+        """The requesting plugin (stamped by the runtime)."""
+        return self.request.plugin_id
+
+    @property
+    def allowed_decisions(self) -> list[Decision]:
+        """The decisions the person may choose from."""
+        return list(self.request.allowed_decisions)
+
+    @property
+    def timeout_s(self) -> float:
+        """The budget of this approval in seconds."""
+        return _timeout_ms(self.request) / 1000
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-compatible description (for APIs and chat listings)."""
+        return {
+            "id": self.id,
+            "tool_name": self.tool_name,
+            "plugin_id": self.plugin_id,
+            "title": self.request.title,
+            "description": self.request.description,
+            "severity": self.request.severity,
+            "allowed_decisions": self.allowed_decisions,
+            "timeout_ms": _timeout_ms(self.request),
+            "run_id": self.run_id,
+            "metadata": thaw(self.metadata),
+        }
+
+
+class ApprovalResolver(Protocol):
+    """Decides pending approvals (a person behind a terminal, chat or API)."""
+
+    async def resolve(self, pending: PendingApproval) -> Decision:
+        """Return the person's decision; may take as long as it needs (the broker times out)."""
+        ...
+
+
+class ApprovalPrompter(Protocol):
+    """A resolver whose ``resolve`` name serves its host-facing API; the broker calls ``ask``."""
+
+    async def ask(self, pending: PendingApproval) -> Decision:
+        """Return the person's decision (cancelled by the broker on timeout)."""
+        ...
+
+
+AnyResolver = ApprovalResolver | ApprovalPrompter
+
+
+@dataclass(frozen=True)
+class ApprovalVerdict:
+    """The result of an approval round-trip."""
+
+    allowed: bool
+    resolution: VerdictResolution
+    reason: str
+    """User-readable; distinct per resolution."""
+    approval_id: str | None = None
+    grant_id: str | None = None
+    """The standing grant that allowed the call, or the one ``allow-always`` created."""
+    from_grant: bool = False
+    """True when a standing grant answered without asking."""
+
+
+def _timeout_ms(request: ApprovalRequest) -> int:
+    value = request.timeout_ms or DEFAULT_APPROVAL_TIMEOUT_MS
+    return max(1, min(int(value), MAX_APPROVAL_TIMEOUT_MS))
+
+
+def _clean(text: str, limit: int = 4_000) -> str:
+    """Drop control characters (terminal escape injection) and bound the length."""
+    cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"

@@ -1,0 +1,156 @@
+"""The programmatic resolver: approvals answered by a host, an API or chat commands."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agentplug.services.approvals.models import (
+    Decision,
+    PendingApproval,
+    _clean,
+    parse_decision,
+)
+
+__all__ = ["ProgrammaticResolver", "ResolveReply"]
+
+log = logging.getLogger("agentplug.approvals")
+
+
+@dataclass(frozen=True)
+class ResolveReply:
+    """The answer to a host/chat resolution attempt (``str()`` is the message)."""
+
+    ok: bool
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class _Waiting:
+    pending: PendingApproval
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Decision]
+    decided: bool = False
+
+
+class ProgrammaticResolver:
+    """Resolver for hosts, APIs and chat commands.
+
+    The broker registers each approval here (:meth:`ask`); the host lists them with
+    :attr:`pending` (each with its id) and answers with :meth:`resolve` or
+    :meth:`handle_command`. Both are synchronous, thread-safe and return a
+    :class:`ResolveReply` whose message is fit to show to the person (unknown id, bad
+    decision word, decision not offered, already resolved). A rejected answer leaves the
+    approval pending so the person can try again. ``on_pending`` (optional) is called
+    with each new :class:`PendingApproval` so a chat host can post it.
+    """
+
+    def __init__(self, *, on_pending: Callable[[PendingApproval], Any] | None = None) -> None:
+        self._waiting: dict[str, _Waiting] = {}
+        self._lock = threading.Lock()
+        self.on_pending = on_pending
+
+    @property
+    def pending(self) -> list[PendingApproval]:
+        """Approvals awaiting a decision, oldest first."""
+        with self._lock:
+            return [w.pending for w in self._waiting.values() if not w.decided]
+
+    async def ask(self, pending: PendingApproval) -> Decision:
+        loop = asyncio.get_running_loop()
+        waiting = _Waiting(pending, loop, loop.create_future())
+        with self._lock:
+            self._waiting[pending.id] = waiting
+        try:
+            if self.on_pending is not None:
+                try:
+                    returned = self.on_pending(pending)
+                    if inspect.isawaitable(returned):
+                        await returned
+                except Exception as exc:
+                    log.warning("on_pending callback raised %s", type(exc).__name__)
+            return await waiting.future
+        finally:
+            with self._lock:
+                self._waiting.pop(pending.id, None)
+
+    def resolve(self, approval_id: str, decision: str) -> ResolveReply:
+        """Answer approval ``approval_id`` with ``decision`` (aliases accepted)."""
+        chosen = parse_decision(decision) if isinstance(decision, str) else None
+        with self._lock:
+            waiting = self._waiting.get(approval_id)
+            if waiting is None or waiting.future.done():
+                known = ", ".join(w.pending.id for w in self._waiting.values() if not w.decided)
+                return ResolveReply(
+                    False,
+                    f"no pending approval with id {approval_id!r}"
+                    + (f"; pending: {known}" if known else "; nothing is pending"),
+                )
+            if waiting.decided:
+                return ResolveReply(False, f"approval {approval_id!r} was already resolved")
+            offered = waiting.pending.allowed_decisions
+            if chosen is None:
+                return ResolveReply(
+                    False,
+                    f"{decision!r} is not a decision; answer one of {', '.join(offered)}",
+                )
+            if chosen not in offered:
+                return ResolveReply(
+                    False,
+                    f"{chosen!r} was not offered for approval {approval_id!r} "
+                    f"({waiting.pending.request.title!r}); offered: {', '.join(offered)}",
+                )
+            waiting.decided = True
+        try:
+            waiting.loop.call_soon_threadsafe(_settle, waiting.future, chosen)
+        except RuntimeError:  # the loop is closed: the run is gone
+            return ResolveReply(False, f"approval {approval_id!r} is no longer awaited")
+        return ResolveReply(
+            True, f"approval {approval_id!r} ({waiting.pending.request.title!r}): {chosen}"
+        )
+
+    def handle_command(self, text: str) -> ResolveReply:
+        """Handle a chat command: ``/approve`` (list), ``/approve <id> <decision>``,
+        ``/deny <id>``."""
+        parts = text.strip().split()
+        if not parts or parts[0].lower() not in {"/approve", "/deny"}:
+            return ResolveReply(
+                False, "usage: /approve [<id> allow-once|allow-always|deny] or /deny <id>"
+            )
+        command, args = parts[0].lower(), parts[1:]
+        if command == "/deny":
+            if len(args) != 1:
+                return ResolveReply(False, "usage: /deny <id>")
+            return self.resolve(args[0], "deny")
+        if not args:
+            return ResolveReply(True, self.describe_pending())
+        if len(args) != 2:
+            return ResolveReply(False, "usage: /approve <id> allow-once|allow-always|deny")
+        return self.resolve(args[0], args[1])
+
+    def describe_pending(self) -> str:
+        """A human-readable list of pending approvals."""
+        items = self.pending
+        if not items:
+            return "no approval is pending"
+        lines = ["pending approvals:"]
+        for p in items:
+            lines.append(
+                f"  {p.id}  [{p.request.severity}] {_clean(p.request.title)} "
+                f"(tool {p.tool_name}, plugin {p.plugin_id}); "
+                f"answer: /approve {p.id} {'|'.join(p.allowed_decisions)}"
+            )
+        return "\n".join(lines)
+
+
+def _settle(future: asyncio.Future[Decision], decision: Decision) -> None:
+    if not future.done():
+        future.set_result(decision)

@@ -1,0 +1,60 @@
+"""Session services behind the hooks: extensions, next-turn injections, cleanup.
+
+``api.session`` (what a plugin's ``register(api)`` sees) has three parts:
+
+- ``api.session.state.register_session_extension(name, default=..., description=...)``
+  declares small JSON-compatible per-session state owned by the plugin. The host
+  changes it with :meth:`SessionServices.patch` (a JSON merge patch, RFC 7396) and
+  projects it in :meth:`SessionServices.session_row` as ``plugin_extensions``.
+- ``api.session.workflow.enqueue_next_turn_injection(session_key, text, ...)`` queues
+  context for the next model turn. The turn runner drains the queue once, before the
+  prompt hooks (:meth:`SessionServices.drain_injections`): each entry is delivered at
+  most once, expired entries are dropped, and a plugin's duplicates (same
+  ``idempotency_key``) collapse to the first, also after it was delivered.
+- ``api.session.on_cleanup(callback)`` receives ``reset``, ``delete``, ``disable`` or
+  ``restart``. On reset/delete/disable the host deletes the plugin's session state and
+  pending injections; on restart it keeps them.
+
+Everything lives in ``host.store``: with the SQLite store it survives restarts.
+
+Decisions: a full per-plugin queue (:data:`MAX_PENDING_PER_PLUGIN` pending entries in
+one session) *rejects* the new entry with :class:`InjectionQueueFull` instead of
+dropping the oldest one, because a dropped entry would be a silent delivery failure of
+something the plugin was told was queued. A plugin whose prompt injection is disabled
+(``plugins.entries.<id>.hooks.allow_prompt_injection = false``) gets a receipt with
+``accepted=False``; its entries already queued (by an earlier run) are dropped at drain.
+"""
+
+from __future__ import annotations
+
+from agentplug.services.sessions.api import InjectionReceipt, SessionApi, SessionExtension
+from agentplug.services.sessions.services import SessionServices
+from agentplug.services.sessions.state import (
+    CLEANUP_REASONS,
+    MAX_EXTENSION_STATE_BYTES,
+    MAX_INJECTION_METADATA_BYTES,
+    MAX_INJECTION_TEXT_BYTES,
+    MAX_PENDING_PER_PLUGIN,
+    CleanupReason,
+    InjectionQueueFull,
+    SessionStateError,
+    UnknownExtensionError,
+    json_merge_patch,
+)
+
+__all__ = [
+    "CLEANUP_REASONS",
+    "MAX_EXTENSION_STATE_BYTES",
+    "MAX_INJECTION_METADATA_BYTES",
+    "MAX_INJECTION_TEXT_BYTES",
+    "MAX_PENDING_PER_PLUGIN",
+    "CleanupReason",
+    "InjectionQueueFull",
+    "InjectionReceipt",
+    "SessionApi",
+    "SessionExtension",
+    "SessionServices",
+    "SessionStateError",
+    "UnknownExtensionError",
+    "json_merge_patch",
+]

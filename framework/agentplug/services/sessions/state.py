@@ -1,0 +1,142 @@
+"""The rules of session state: limits, store namespaces, errors and JSON helpers.
+
+Everything the session services check before they store something: the size limits,
+the store namespaces and key layout, the cleanup reasons, the errors, strict JSON
+validation and the RFC 7396 merge patch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import quote, unquote
+
+from agentplug.core.errors import AgentplugError
+
+__all__ = [
+    "CLEANUP_REASONS",
+    "DELIVERED_KEY_RETENTION_MS",
+    "MAX_EXTENSION_STATE_BYTES",
+    "MAX_INJECTION_METADATA_BYTES",
+    "MAX_INJECTION_TEXT_BYTES",
+    "MAX_PENDING_PER_PLUGIN",
+    "CleanupReason",
+    "InjectionQueueFull",
+    "SessionStateError",
+    "UnknownExtensionError",
+    "json_merge_patch",
+]
+
+CleanupReason = Literal["reset", "delete", "disable", "restart"]
+CLEANUP_REASONS: frozenset[str] = frozenset({"reset", "delete", "disable", "restart"})
+_DESTRUCTIVE = frozenset({"reset", "delete", "disable"})
+
+MAX_EXTENSION_STATE_BYTES = 16 * 1024
+"""Largest serialised state of one extension in one session."""
+MAX_INJECTION_TEXT_BYTES = 8 * 1024
+"""Largest ``text`` of one next-turn injection (UTF-8)."""
+MAX_INJECTION_METADATA_BYTES = 2 * 1024
+"""Largest serialised ``metadata`` of one next-turn injection."""
+MAX_PENDING_PER_PLUGIN = 32
+"""Pending injections one plugin may have queued for one session."""
+DELIVERED_KEY_RETENTION_MS = 24 * 60 * 60 * 1000
+"""How long a delivered ``idempotency_key`` keeps collapsing later duplicates."""
+
+_EXT_NS = "session.ext"
+_QUEUE_NS = "session.injections"
+_DELIVERED_NS = "session.injections.delivered"
+_INDEX_NS = "session.injections.sessions"
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+class SessionStateError(AgentplugError, ValueError):
+    """Invalid session state, patch or injection (not JSON, too large, bad argument)."""
+
+
+class UnknownExtensionError(SessionStateError, LookupError):
+    """A patch named an extension that the plugin never registered."""
+
+
+class InjectionQueueFull(SessionStateError):
+    """The plugin already has the maximum of pending injections for that session."""
+
+
+def _json_size(value: Any, what: str) -> int:
+    """Bytes of ``value`` as compact JSON; :class:`SessionStateError` when not JSON-only."""
+    _check_json(value, what)
+    return len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8"))
+
+
+def _check_json(value: Any, what: str, depth: int = 0) -> None:
+    # Strict: only what JSON can express, so the state reads back exactly as written.
+    if depth > 32:
+        raise SessionStateError(f"{what} is nested too deeply (more than 32 levels)")
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SessionStateError(f"{what} must be JSON-compatible: got a non-finite number")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SessionStateError(
+                    f"{what} must be JSON-compatible: object keys must be strings, "
+                    f"got {type(key).__name__}"
+                )
+            _check_json(item, f"{what}.{key}", depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _check_json(item, f"{what}[{index}]", depth + 1)
+        return
+    raise SessionStateError(
+        f"{what} must be JSON-compatible (dict, list, str, int, float, bool, None); "
+        f"got {type(value).__name__}"
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A plain JSON copy (frozen containers and tuples become dicts and lists)."""
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
+def json_merge_patch(target: Any, patch: Any) -> Any:
+    """Apply an RFC 7396 JSON merge patch: objects merge, ``None`` deletes a key."""
+    if not isinstance(patch, Mapping):
+        return _plain(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = json_merge_patch(result.get(key), value)
+    return result
+
+
+def _key(*parts: str) -> str:
+    return "/".join(quote(part, safe="") for part in parts) + "/"
+
+
+def _split(key: str) -> list[str]:
+    return [unquote(part) for part in key.rstrip("/").split("/")]
+
+
+def _check_name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise SessionStateError(
+            f"{what} must be 1-64 characters of letters, digits, '_', '.', '-' "
+            f"(not starting with '.' or '-'); got {value!r}"
+        )
+    return value
+
+
+def _check_session_key(session_key: Any) -> str:
+    if not isinstance(session_key, str) or not session_key or len(session_key) > 512:
+        raise SessionStateError(
+            f"session_key must be a non-empty string of at most 512 characters; got {session_key!r}"
+        )
+    return session_key
