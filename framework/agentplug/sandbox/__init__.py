@@ -1,6 +1,7 @@
 """Isolation boundary for the ``code`` custom-action handler (Python and JavaScript)."""
 
-from agentplug.sandbox.code_sandbox import CodeSandbox, SandboxUnavailableError
+from agentplug.sandbox.code_sandbox import CodeSandbox
+from agentplug.sandbox.errors import SandboxUnavailableError
 from agentplug.sandbox.models import (
     FetchCallable,
     FetchRequest,
