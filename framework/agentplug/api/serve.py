@@ -141,7 +141,7 @@ def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
     approvals wired, custom actions' shell handlers going through the same terminal as the
     API (needs the extra). Raises :class:`~agentplug.core.errors.ConfigError` for bad settings."""
     from agentplug.actions.custom import CustomActionServices
-    from agentplug.api.app import HostTerminal
+    from agentplug.api.routes.terminal import HostTerminal
     from agentplug.core.host import PluginHost
 
     host = PluginHost(config, state_dir=state_dir)

@@ -1,0 +1,37 @@
+"""JSON helpers shared by the control API's guard and route handlers.
+
+:func:`_error` is the ``{"error": ...}`` response every failure uses; :func:`_jsonable`
+turns models, dataclasses and mappings into JSON-compatible values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.responses import JSONResponse
+
+
+def _error(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-compatible copy of a model, dataclass, mapping or plain value."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+        import dataclasses
+
+        return _jsonable(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)

@@ -1,0 +1,62 @@
+"""Plugin install: ``POST /api/plugins/install`` (:class:`PluginRoutes`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from agentplug.api.responses import _error, _jsonable
+from agentplug.api.routes.base import ApiBase
+from agentplug.core.errors import AgentplugError
+
+PLUGIN_MANAGER_SERVICE = "plugin_manager"
+
+
+class PluginRoutes(ApiBase):
+    """The plugin endpoints of :class:`~agentplug.api.app.ControlApi`."""
+
+    _plugin_manager: Any
+
+    def _manager(self) -> Any:
+        """The runtime's ``plugin_manager`` service; created (rooted at the API's state
+        directory) and registered when absent, so ``INSTALL_PLUGIN`` shares it."""
+        if self._plugin_manager is None:
+            service = self.host.actions.get_service(PLUGIN_MANAGER_SERVICE)
+            if service is None:
+                from agentplug.plugins.manager import PluginManager
+
+                service = PluginManager(self.host, self.state_dir)
+                self.host.actions.register_service(PLUGIN_MANAGER_SERVICE, service)
+            self._plugin_manager = service
+        return self._plugin_manager
+
+    async def plugins_install(self, request: Request) -> Response:
+        body = await self._body(request)
+        spec = body.get("spec")
+        if not isinstance(spec, str) or not spec.strip():
+            return _error(400, "'spec' must be a non-empty requirement, e.g. 'my-plugin>=1'")
+        try:
+            result = await self._manager().install(spec.strip(), requested_by="api")
+        except AgentplugError as exc:  # bad spec, settings, download or pip failure
+            return _error(400, f"cannot install {spec.strip()!r}: {exc}")
+        payload = _jsonable(result)
+        reason = _blocked_reason(result)
+        if reason is not None:
+            return _error(403, reason, result=payload)
+        return JSONResponse(payload)
+
+
+def _blocked_reason(result: Any) -> str | None:
+    """The block reason of an install report, or ``None`` when the install was not blocked."""
+    blocked_by = getattr(result, "blocked_by", None)
+    if blocked_by is None and isinstance(result, Mapping):
+        blocked_by = result.get("blocked_by")
+    if not blocked_by:
+        return None
+    reason = getattr(result, "reason", None)
+    if reason is None and isinstance(result, Mapping):
+        reason = result.get("reason")
+    return f"install blocked by {blocked_by}: {reason or 'no reason given'}"
