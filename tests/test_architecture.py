@@ -118,3 +118,16 @@ def test_services_attach_through_the_host_registry() -> None:
     host = PluginHost(store=store)
     assert host.store is store
     assert host.sessions is host.services.get(SessionServices)
+
+
+def test_no_runtime_or_contract_module_is_over_600_lines() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    too_long = {
+        str(path.relative_to(root)): lines
+        for folder in ("framework", "hookspecs")
+        for path in (root / folder).rglob("*.py")
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 600
+    }
+    assert too_long == {}
