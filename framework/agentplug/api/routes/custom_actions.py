@@ -38,6 +38,7 @@ from agentplug.actions.registry import ActionConflictError, normalize_action_nam
 from agentplug.actions.runtime import operator_ssrf_policy
 from agentplug.api.responses import _error
 from agentplug.api.routes.base import ApiBase
+from agentplug.core.datafiles import DataFileError, read_data_file
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -64,9 +65,9 @@ class CustomActionRoutes(ApiBase):
                 "custom actions",
             )
         try:
-            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise HTTPException(500, f"cannot read config file {str(path)!r}: {exc}") from None
+            data = read_data_file(path) if path.exists() else {}
+        except DataFileError as exc:
+            raise HTTPException(500, f"cannot read the config file: {exc}") from None
         if not isinstance(data, dict):
             raise HTTPException(500, f"config file {str(path)!r} must hold a JSON object")
         entries = data.get(CONFIG_KEY)
