@@ -110,7 +110,9 @@ class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoute
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _error(exc.status_code, str(exc.detail))
+    response = _error(exc.status_code, str(exc.detail))
+    response.headers.update(exc.headers or {})
+    return response
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:

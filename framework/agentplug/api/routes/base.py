@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from agentplug.core.datafiles import DataFileError, parse_json
+
 if TYPE_CHECKING:
     from agentplug.actions.builtins.comms import OutputHub
     from agentplug.actions.terminal import TerminalService
     from agentplug.core.host import PluginHost
 
+log = logging.getLogger("agentplug.api")
+
 MAX_BODY_BYTES = 1024 * 1024
+"""Largest request body the API reads (bigger ones get 413 and the connection closes)."""
+
+
+def _too_large() -> HTTPException:
+    return HTTPException(
+        413,
+        f"request body larger than {MAX_BODY_BYTES} bytes; send less",
+        headers={"Connection": "close"},
+    )
+
+
+def _refused(request: Request, status: int, why: str) -> None:
+    log.warning("%s %s answered %d: %s", request.method, request.url.path, status, why)
 
 
 class ApiBase:
@@ -27,18 +44,33 @@ class ApiBase:
 
     @staticmethod
     async def _body(request: Request) -> dict[str, Any]:
+        """The request's JSON object body (``{}`` when empty), within the API's limits.
+
+        The body is streamed and reading stops at :data:`MAX_BODY_BYTES` (413, and the
+        connection is closed so the rest is never read); a body that is not JSON, nests
+        deeper than :data:`~agentplug.core.datafiles.MAX_DEPTH` or holds a number literal
+        that is too long is a 400 with one line saying so (and one log line).
+        """
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise HTTPException(413, f"request body larger than {MAX_BODY_BYTES} bytes")
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise HTTPException(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+            _refused(request, 413, "declared body too large")
+            raise _too_large()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                _refused(request, 413, f"body passed {MAX_BODY_BYTES} bytes")
+                raise _too_large()
+            chunks.append(chunk)
+        raw = b"".join(chunks)
         if not raw.strip():
             return {}
         try:
-            data = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise HTTPException(400, f"request body is not valid JSON: {exc}") from None
+            data = parse_json(raw, "request body")
+        except DataFileError as exc:
+            _refused(request, 400, exc.problem)
+            raise HTTPException(400, str(exc)) from None
         if not isinstance(data, dict):
             raise HTTPException(
                 400, f"request body must be a JSON object, got {type(data).__name__}"
