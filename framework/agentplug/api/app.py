@@ -17,7 +17,8 @@ Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to
 * ``POST /api/plugins/install`` ``{spec}``: the plugin manager's report (403 when blocked);
 * ``GET|POST /api/custom-actions``, ``GET|PUT|DELETE /api/custom-actions/{id}``: the
   config file's ``customActions``, registered live; ``POST /api/custom-actions/{id}/test``
-  ``{params}``: ``{ok, output, duration_ms}``;
+  ``{params}``: ``{ok, output, duration_ms}`` (429 while ``MAX_ACTIVE_CODE_TESTS`` ``code``
+  tests are running);
 * ``GET /api/approvals``, ``POST /api/approvals/{id}`` ``{decision}``,
   ``GET /api/approvals/grants``, ``DELETE /api/approvals/grants/{id}``.
 
@@ -59,6 +60,7 @@ from agentplug.api.responses import _error
 from agentplug.api.routes.approvals import APPROVALS_SERVICE, ApprovalRoutes
 from agentplug.api.routes.base import MAX_BODY_BYTES as MAX_BODY_BYTES
 from agentplug.api.routes.custom_actions import CUSTOM_ACTIONS_OWNER as CUSTOM_ACTIONS_OWNER
+from agentplug.api.routes.custom_actions import MAX_ACTIVE_CODE_TESTS as MAX_ACTIVE_CODE_TESTS
 from agentplug.api.routes.custom_actions import CustomActionRoutes
 from agentplug.api.routes.plugins import PLUGIN_MANAGER_SERVICE as PLUGIN_MANAGER_SERVICE
 from agentplug.api.routes.plugins import PluginRoutes

@@ -141,6 +141,7 @@ def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
     approvals wired, custom actions' shell handlers going through the same terminal as the
     API (needs the extra). Raises :class:`~agentplug.core.errors.ConfigError` for bad settings."""
     from agentplug.actions.custom import CustomActionServices
+    from agentplug.actions.runtime import operator_ssrf_policy
     from agentplug.api.routes.terminal import HostTerminal
     from agentplug.core.host import PluginHost
 
@@ -154,7 +155,8 @@ def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
         host.actions.register_service("plugin_manager", PluginManager(host, state_dir))
     if host.actions.custom_services is None:
         host.actions.custom_services = CustomActionServices.default(
-            terminal=HostTerminal(host, state_dir)
+            ssrf_policy=operator_ssrf_policy(config.security),
+            terminal=HostTerminal(host, state_dir),
         )
     return host
 

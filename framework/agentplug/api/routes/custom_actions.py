@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 
 from agentplug.actions.custom import (
     CONFIG_KEY,
+    CodeHandlerDef,
     CustomActionDef,
     CustomActionServices,
     build_test_handler,
@@ -43,6 +44,9 @@ from agentplug.core.datafiles import DataFileError, read_data_file
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
 
+MAX_ACTIVE_CODE_TESTS = 4
+"""``code`` tests running at once; more are answered 429 (each starts a sandbox process)."""
+
 CUSTOM_ACTIONS_OWNER = "custom-actions"
 """Registry owner of config custom actions (the one ``AgentRuntime.load`` uses)."""
 
@@ -55,6 +59,8 @@ class CustomActionRoutes(ApiBase):
     """The custom-action endpoints of :class:`~agentplug.api.app.ControlApi`."""
 
     _config_lock: asyncio.Lock
+    _code_tests: int = 0
+    """``code`` tests in progress (see :data:`MAX_ACTIVE_CODE_TESTS`)."""
 
     def _read_config_file(self) -> dict[str, Any]:
         path = self.config_path
@@ -264,8 +270,22 @@ class CustomActionRoutes(ApiBase):
         services = self.host.actions.custom_services or CustomActionServices.default(
             ssrf_policy=operator_ssrf_policy(self.host.config.security), terminal=self.terminal
         )
+        is_code = isinstance(defn.handler, CodeHandlerDef)
+        if is_code:
+            # Checked and counted without an await in between: the limit is exact.
+            if self._code_tests >= MAX_ACTIVE_CODE_TESTS:
+                return _error(
+                    429,
+                    f"{self._code_tests} code-action tests are still running (the limit is "
+                    f"{MAX_ACTIVE_CODE_TESTS}); wait for one to finish",
+                )
+            self._code_tests += 1
         started = time.perf_counter()
-        output = await build_test_handler(defn, services=services)(params)
+        try:
+            output = await build_test_handler(defn, services=services)(params)
+        finally:
+            if is_code:
+                self._code_tests -= 1
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         return JSONResponse({"ok": output.ok, "output": output.output, "duration_ms": duration_ms})
 
