@@ -33,6 +33,7 @@ ROUTES_WITH_BODIES = [
     ("PUT", "/api/custom-actions/greet"),
     ("POST", "/api/custom-actions/greet/test"),
     ("POST", "/api/approvals/some-id"),
+    ("PATCH", "/api/sessions/s1/plugins/p1"),
 ]
 
 

@@ -20,7 +20,11 @@ Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to
   ``{params}``: ``{ok, output, duration_ms}`` (429 while ``MAX_ACTIVE_CODE_TESTS`` ``code``
   tests are running);
 * ``GET /api/approvals``, ``POST /api/approvals/{id}`` ``{decision}``,
-  ``GET /api/approvals/grants``, ``DELETE /api/approvals/grants/{id}``.
+  ``GET /api/approvals/grants``, ``DELETE /api/approvals/grants/{id}``;
+* ``GET /api/sessions`` (rows with ``plugin_extensions``), ``GET /api/sessions/{key}``,
+  ``PATCH /api/sessions/{key}/plugins/{plugin_id}``: a JSON merge patch
+  ``{"<extension>": <patch>}`` of that plugin's extensions (403 for another plugin's
+  extension, 404 for an unknown one, 413 past the size limits).
 
 Every request must carry ``Authorization: Bearer <token>`` (WebSockets may pass
 ``?token=`` instead, since browsers cannot set headers on them); the token is compared in
@@ -64,6 +68,8 @@ from agentplug.api.routes.custom_actions import MAX_ACTIVE_CODE_TESTS as MAX_ACT
 from agentplug.api.routes.custom_actions import CustomActionRoutes
 from agentplug.api.routes.plugins import PLUGIN_MANAGER_SERVICE as PLUGIN_MANAGER_SERVICE
 from agentplug.api.routes.plugins import PluginRoutes
+from agentplug.api.routes.sessions import MAX_PATCH_BODY_BYTES as MAX_PATCH_BODY_BYTES
+from agentplug.api.routes.sessions import SessionRoutes
 from agentplug.api.routes.terminal import MAX_ACTIVE_RUNS as MAX_ACTIVE_RUNS
 from agentplug.api.routes.terminal import MAX_KEPT_RUNS as MAX_KEPT_RUNS
 from agentplug.api.routes.terminal import MAX_TIMEOUT_S as MAX_TIMEOUT_S
@@ -78,7 +84,7 @@ __all__ = ["APPROVALS_SERVICE", "ControlApi", "HostTerminal", "create_app"]
 log = logging.getLogger("agentplug.api")
 
 
-class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoutes):
+class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoutes, SessionRoutes):
     """State and handlers of the control API for one host (``app.state.api``)."""
 
     def __init__(
@@ -174,6 +180,13 @@ def create_app(
         Route("/api/approvals/grants", api.grants_list, methods=["GET"]),
         Route("/api/approvals/grants/{grant_id}", api.grants_revoke, methods=["DELETE"]),
         Route("/api/approvals/{approval_id}", api.approvals_resolve, methods=["POST"]),
+        Route("/api/sessions", api.sessions_list, methods=["GET"]),
+        Route(
+            "/api/sessions/{session_key:path}/plugins/{plugin_id}",
+            api.sessions_patch_plugin,
+            methods=["PATCH"],
+        ),
+        Route("/api/sessions/{session_key:path}", api.sessions_get, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,

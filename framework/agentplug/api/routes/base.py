@@ -22,10 +22,10 @@ MAX_BODY_BYTES = 1024 * 1024
 """Largest request body the API reads (bigger ones get 413 and the connection closes)."""
 
 
-def _too_large() -> HTTPException:
+def _too_large(limit: int) -> HTTPException:
     return HTTPException(
         413,
-        f"request body larger than {MAX_BODY_BYTES} bytes; send less",
+        f"request body larger than {limit} bytes; send less",
         headers={"Connection": "close"},
     )
 
@@ -43,25 +43,25 @@ class ApiBase:
     terminal: TerminalService
 
     @staticmethod
-    async def _body(request: Request) -> dict[str, Any]:
+    async def _body(request: Request, max_bytes: int = MAX_BODY_BYTES) -> dict[str, Any]:
         """The request's JSON object body (``{}`` when empty), within the API's limits.
 
-        The body is streamed and reading stops at :data:`MAX_BODY_BYTES` (413, and the
+        The body is streamed and reading stops at ``max_bytes`` (413, and the
         connection is closed so the rest is never read); a body that is not JSON, nests
         deeper than :data:`~agentplug.core.datafiles.MAX_DEPTH` or holds a number literal
         that is too long is a 400 with one line saying so (and one log line).
         """
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
             _refused(request, 413, "declared body too large")
-            raise _too_large()
+            raise _too_large(max_bytes)
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                _refused(request, 413, f"body passed {MAX_BODY_BYTES} bytes")
-                raise _too_large()
+            if size > max_bytes:
+                _refused(request, 413, f"body passed {max_bytes} bytes")
+                raise _too_large(max_bytes)
             chunks.append(chunk)
         raw = b"".join(chunks)
         if not raw.strip():
