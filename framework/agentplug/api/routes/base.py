@@ -22,11 +22,16 @@ MAX_BODY_BYTES = 1024 * 1024
 """Largest request body the API reads (bigger ones get 413 and the connection closes)."""
 
 
-def _too_large(limit: int) -> HTTPException:
+_DRAIN_BYTES = 1024 * 1024
+"""How far past the limit a body is still read (and dropped) so that the client gets a
+clean 413 on a connection it can reuse; past that the connection is closed unread."""
+
+
+def _too_large(limit: int, *, close: bool) -> HTTPException:
     return HTTPException(
         413,
         f"request body larger than {limit} bytes; send less",
-        headers={"Connection": "close"},
+        headers={"Connection": "close"} if close else None,
     )
 
 
@@ -46,23 +51,28 @@ class ApiBase:
     async def _body(request: Request, max_bytes: int = MAX_BODY_BYTES) -> dict[str, Any]:
         """The request's JSON object body (``{}`` when empty), within the API's limits.
 
-        The body is streamed and reading stops at ``max_bytes`` (413, and the
-        connection is closed so the rest is never read); a body that is not JSON, nests
-        deeper than :data:`~agentplug.core.datafiles.MAX_DEPTH` or holds a number literal
-        that is too long is a 400 with one line saying so (and one log line).
+        The body is streamed and never kept past ``max_bytes`` (413); a body at most 1 MiB
+        over is read to its end so the connection stays usable, a larger one is cut off
+        there and the connection closed, so the rest is never read. A body that is not
+        JSON, nests deeper than :data:`~agentplug.core.datafiles.MAX_DEPTH` or holds a
+        number literal that is too long is a 400 with one line saying so (and one log line).
         """
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            _refused(request, 413, "declared body too large")
-            raise _too_large(max_bytes)
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes + _DRAIN_BYTES:
+            _refused(request, 413, f"declared body of {declared} bytes")
+            raise _too_large(max_bytes, close=True)
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
-            if size > max_bytes:
+            if size > max_bytes + _DRAIN_BYTES:
                 _refused(request, 413, f"body passed {max_bytes} bytes")
-                raise _too_large(max_bytes)
-            chunks.append(chunk)
+                raise _too_large(max_bytes, close=True)
+            if size <= max_bytes:
+                chunks.append(chunk)
+        if size > max_bytes:  # a little too large: read to the end, the connection stays usable
+            _refused(request, 413, f"body of {size} bytes")
+            raise _too_large(max_bytes, close=False)
         raw = b"".join(chunks)
         if not raw.strip():
             return {}
