@@ -31,11 +31,14 @@ Every request must carry ``Authorization: Bearer <token>`` (WebSockets may pass
 constant time. Requests whose ``Host`` is not a loopback name are refused (DNS rebinding),
 and so are browser requests from a non-loopback ``Origin``.
 
-The terminal is the host's: the runtime service ``terminal`` when a host registered one (the
-service ``SHELL_COMMAND`` uses), else a local one rooted at ``actions.shell.cwd`` (else the
-state directory); its output goes through the ``terminal_output`` hub, so other subscribers
-see API runs too. Like ``SHELL_COMMAND`` it runs nothing unless the operator set
-``actions.shell.enabled: true``; time limit and output bound come from ``actions.shell``.
+The terminal is the host's: every run goes through the host's
+:class:`~agentplug.actions.builtins.comms.runs.TerminalRuns`, shared with ``SHELL_COMMAND``
+and custom shell actions (the runtime service ``terminal`` when a host registered one, else
+a local one rooted at ``actions.shell.cwd``, else the state directory); its output goes
+through the ``terminal_output`` hub, and a ``SHELL_COMMAND`` run streams on the same
+WebSocket as an API run. Nothing runs unless the operator set ``actions.shell.enabled:
+true``; the allow-list, time limit, output bound and cap on active runs come from
+``actions.shell``.
 
 The guard lives in :mod:`agentplug.api.guard`, the handlers in :mod:`agentplug.api.routes`
 (one mixin of :class:`ControlApi` per resource).
@@ -47,7 +50,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +60,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
+from agentplug.actions.builtins.comms.runs import terminal_runs
 from agentplug.actions.terminal import TerminalService
 from agentplug.api.guard import _Guard
 from agentplug.api.responses import _error
@@ -74,7 +77,7 @@ from agentplug.api.routes.terminal import MAX_ACTIVE_RUNS as MAX_ACTIVE_RUNS
 from agentplug.api.routes.terminal import MAX_KEPT_RUNS as MAX_KEPT_RUNS
 from agentplug.api.routes.terminal import MAX_TIMEOUT_S as MAX_TIMEOUT_S
 from agentplug.api.routes.terminal import TERMINAL_SERVICE as TERMINAL_SERVICE
-from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes, _Run
+from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -99,9 +102,11 @@ class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoute
         self.host = host
         self.state_dir = state_dir
         self.config_path = config_path
-        self.terminal: TerminalService = terminal or HostTerminal(host, state_dir)
+        self.terminal_runs = terminal_runs(host, default_cwd=state_dir, terminal=terminal)
+        if terminal is not None:
+            self.terminal_runs.terminal = terminal
+        self.terminal: TerminalService = self.terminal_runs.terminal
         self._plugin_manager = plugin_manager
-        self.runs: OrderedDict[str, _Run] = OrderedDict()
         self._config_lock = asyncio.Lock()
 
     # -- health ------------------------------------------------------------------------

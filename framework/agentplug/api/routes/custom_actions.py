@@ -30,13 +30,11 @@ from agentplug.actions.custom import (
     CONFIG_KEY,
     CodeHandlerDef,
     CustomActionDef,
-    CustomActionServices,
     build_test_handler,
     register_custom_action_live,
 )
 from agentplug.actions.model import Action
 from agentplug.actions.registry import ActionConflictError, normalize_action_name
-from agentplug.actions.runtime import operator_ssrf_policy
 from agentplug.api.responses import _error
 from agentplug.api.routes.base import ApiBase
 from agentplug.core.datafiles import DataFileError, read_data_file
@@ -267,9 +265,7 @@ class CustomActionRoutes(ApiBase):
         if index is None:
             return _error(404, f"no custom action with id {action_id!r}")
         defn = self._validate(entries[index])
-        services = self.host.actions.custom_services or CustomActionServices.default(
-            ssrf_policy=operator_ssrf_policy(self.host.config.security), terminal=self.terminal
-        )
+        services = self.host.actions.custom_action_services()
         is_code = isinstance(defn.handler, CodeHandlerDef)
         if is_code:
             # Checked and counted without an await in between: the limit is exact.
