@@ -180,3 +180,13 @@ def test_every_command_reports_a_bad_file_in_one_line_without_a_traceback(
     naming = [line for line in output.splitlines() if str(path) in line]
     assert len(naming) == 1, output
     assert EXPECTED_PROBLEM[kind] in naming[0]
+
+
+def test_a_key_with_a_line_break_cannot_add_lines_to_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "agentplug.json"
+    path.write_text(json.dumps({"plugins": {"x\n  runtime.ok: fine\u0085": 1}}), "utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2
+    assert "x\\n  runtime.ok: fine\\x85" in lines[1]

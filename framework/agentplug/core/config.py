@@ -147,9 +147,7 @@ class ConfigFileError(ConfigError):
 
     def __init__(self, error: DataFileError) -> None:
         # Not ConfigError.__init__: it formats one line per issue, below a headline.
-        Exception.__init__(
-            self, f"invalid agentplug configuration in {error.source}: {error.problem}"
-        )
+        Exception.__init__(self, f"invalid agentplug configuration in {error}")
         self.source: str | None = error.source
         self.problem = error.problem
         self.line = error.line

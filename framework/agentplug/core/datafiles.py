@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentplug.core.errors import AgentplugError
+from agentplug.core.errors import AgentplugError, printable
 
 __all__ = [
     "MAX_DEPTH",
@@ -72,7 +72,7 @@ class DataFileError(AgentplugError, ValueError):
         self.problem = problem
         self.line = line
         self.column = column
-        super().__init__(f"{source}: {problem}")
+        super().__init__(f"{printable(source)}: {printable(problem)}")
 
 
 class _NumberTooLong(Exception):

@@ -41,7 +41,7 @@ from pydantic_core import PydanticCustomError
 
 from agentplug.core.config import AgentplugConfig
 from agentplug.core.datafiles import DataFileError, read_data_file
-from agentplug.core.errors import AgentplugError, PluginLoadError
+from agentplug.core.errors import AgentplugError, PluginLoadError, printable
 from agentplug.core.host import PluginHost
 from agentplug.core.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, discover
 from agentplug.services.approvals import (
@@ -78,9 +78,9 @@ class ScenarioError(AgentplugError):
     ) -> None:
         self.issues = issues
         self.source = source
-        where = f" in {source}" if source else ""
+        where = f" in {printable(source)}" if source else ""
         lines = [headline or f"invalid scenario{where}:"]
-        lines += [f"  {key}: {problem}" for key, problem in issues]
+        lines += [f"  {printable(key)}: {printable(problem)}" for key, problem in issues]
         super().__init__("\n".join(lines))
 
 
@@ -219,9 +219,7 @@ class ScenarioFileError(ScenarioError):
     deeply, a number too long, too large): one line naming the file."""
 
     def __init__(self, error: DataFileError) -> None:
-        super().__init__(
-            [], error.source, headline=f"invalid scenario in {error.source}: {error.problem}"
-        )
+        super().__init__([], error.source, headline=f"invalid scenario in {error}")
         self.issues = [("<file>", error.problem)]
 
 
