@@ -90,9 +90,17 @@ _LAZY = {
     "SyncHost": "agentplug.core.sync",
     "MemoryStore": "agentplug.store",
     "SQLiteStore": "agentplug.store",
+    "ConfigFileError": "agentplug.core.config",
+    "DataFileError": "agentplug.core.datafiles",
+    "read_data_file": "agentplug.core.datafiles",
+    "check_config": "agentplug.actions.config_check",
+    "TerminalRuns": "agentplug.actions.builtins.comms",
+    "SandboxBudget": "agentplug.sandbox",
 }
 
 if TYPE_CHECKING:
+    from agentplug.actions.builtins.comms import TerminalRuns
+    from agentplug.actions.config_check import check_config
     from agentplug.actions.custom import (
         CustomActionDef,
         CustomActionServices,
@@ -104,10 +112,12 @@ if TYPE_CHECKING:
     from agentplug.actions.flow import FlowResult, run_action_flow
     from agentplug.actions.model import Action, ActionParameter, ActionResult, Message
     from agentplug.actions.registry import ActionConflictError, ActionRegistry
-    from agentplug.core.config import AgentplugConfig, load_config
+    from agentplug.core.config import AgentplugConfig, ConfigFileError, load_config
+    from agentplug.core.datafiles import DataFileError, read_data_file
     from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.core.host import PluginApi, PluginHost, PluginRecord
     from agentplug.core.sync import SyncHost
+    from agentplug.sandbox import SandboxBudget
     from agentplug.security.execenv import filter_exec_env
     from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
@@ -135,9 +145,11 @@ __all__ = [
     "AgentplugError",
     "ApprovalBroker",
     "ConfigError",
+    "ConfigFileError",
     "Context",
     "CustomActionDef",
     "CustomActionServices",
+    "DataFileError",
     "DispatchResult",
     "DuplicatePluginError",
     "Event",
@@ -159,11 +171,14 @@ __all__ = [
     "SQLiteStore",
     "SSRFBlocked",
     "SSRFPolicy",
+    "SandboxBudget",
     "ScriptedResolver",
     "SyncHost",
+    "TerminalRuns",
     "UnknownHookError",
     "__version__",
     "build_test_handler",
+    "check_config",
     "declare",
     "def_to_action",
     "filter_exec_env",
@@ -171,6 +186,7 @@ __all__ = [
     "hookimpl",
     "load_config",
     "load_custom_actions",
+    "read_data_file",
     "register_custom_action_live",
     "run_action_flow",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -83,15 +84,7 @@ class AgentRuntime(SimpleActionRuntime):
             if handler.error:
                 problems.append(f"plugin {handler.plugin_id!r}: provide_actions {handler.error}")
         config: Mapping[str, Any] = {"customActions": list(self.host.config.custom_actions)}
-        if self.custom_services is None:
-            # Custom actions reach the network through the operator's SSRF policy
-            # (``security.ssrf.allowHosts`` admits, e.g., the host's own API port).
-            shell_cwd = (self.host.config.actions.get("shell") or {}).get("cwd")
-            self.custom_services = CustomActionServices.default(
-                ssrf_policy=operator_ssrf_policy(self.host.config.security),
-                shell_cwd=shell_cwd,
-            )
-        self.custom = load_custom_actions(config, services=self.custom_services)
+        self.custom = load_custom_actions(config, services=self.custom_action_services())
         for error in self.custom.errors:
             problems.append(str(error))
         self.registry.unregister_owner("custom-actions")
@@ -102,6 +95,26 @@ class AgentRuntime(SimpleActionRuntime):
                 problems.append(str(exc))
         bind_runtime(self)
         return problems
+
+    def custom_action_services(self) -> CustomActionServices:
+        """The back-ends of this host's custom actions (created on first use).
+
+        ``http`` and ``code`` reach the network through the operator's SSRF policy
+        (``security.ssrf.allowHosts`` admits, e.g., the host's own API port); ``shell``
+        goes through the host's terminal runs: ``actions.shell.enabled``, the allow-list,
+        the terminal service and the output hub of ``SHELL_COMMAND`` and the control API.
+        """
+        if self.custom_services is None:
+            # Imported here: the built-ins package imports this module.
+            from agentplug.actions.builtins.comms.runs import host_shell_backend
+
+            services = CustomActionServices.default(
+                ssrf_policy=operator_ssrf_policy(self.host.config.security)
+            )
+            self.custom_services = dataclasses.replace(
+                services, shell=host_shell_backend(self.host)
+            )
+        return self.custom_services
 
     async def run(
         self, message: Message | str, state: State | None = None, **kwargs: Any

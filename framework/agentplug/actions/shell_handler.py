@@ -35,9 +35,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from agentplug.actions.handler_output import HandlerOutput
-from agentplug.actions.terminal import TerminalService
+from agentplug.actions.terminal import TerminalResult, TerminalService
 
-__all__ = ["ShellHandlerDef", "ShellTemplateError", "render_command", "run_shell_handler"]
+__all__ = [
+    "ShellHandlerDef",
+    "ShellTemplateError",
+    "render_command",
+    "run_shell_handler",
+    "shell_output",
+]
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 _OPERATOR_CHARS = frozenset(";&|()<>")
@@ -416,6 +422,12 @@ async def run_shell_handler(
     result = await terminal.run(
         command, cwd=None, timeout_s=timeout_s, max_output_bytes=max_output_bytes
     )
+    return shell_output(result, timeout_s, max_output_bytes)
+
+
+def shell_output(result: TerminalResult, timeout_s: float, max_output_bytes: int) -> HandlerOutput:
+    """A command's result as a handler's ``{ok, output}``: the captured output, then a note
+    with the exit status, time-out or truncation when relevant; ``ok`` when it exited 0."""
     output = result.output
     notes: list[str] = []
     if result.truncated:

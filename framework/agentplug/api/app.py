@@ -17,20 +17,28 @@ Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to
 * ``POST /api/plugins/install`` ``{spec}``: the plugin manager's report (403 when blocked);
 * ``GET|POST /api/custom-actions``, ``GET|PUT|DELETE /api/custom-actions/{id}``: the
   config file's ``customActions``, registered live; ``POST /api/custom-actions/{id}/test``
-  ``{params}``: ``{ok, output, duration_ms}``;
+  ``{params}``: ``{ok, output, duration_ms}`` (429 while ``MAX_ACTIVE_CODE_TESTS`` ``code``
+  tests are running);
 * ``GET /api/approvals``, ``POST /api/approvals/{id}`` ``{decision}``,
-  ``GET /api/approvals/grants``, ``DELETE /api/approvals/grants/{id}``.
+  ``GET /api/approvals/grants``, ``DELETE /api/approvals/grants/{id}``;
+* ``GET /api/sessions`` (rows with ``plugin_extensions``), ``GET /api/sessions/{key}``,
+  ``PATCH /api/sessions/{key}/plugins/{plugin_id}``: a JSON merge patch
+  ``{"<extension>": <patch>}`` of that plugin's extensions (403 for another plugin's
+  extension, 404 for an unknown one, 413 past the size limits).
 
 Every request must carry ``Authorization: Bearer <token>`` (WebSockets may pass
 ``?token=`` instead, since browsers cannot set headers on them); the token is compared in
 constant time. Requests whose ``Host`` is not a loopback name are refused (DNS rebinding),
 and so are browser requests from a non-loopback ``Origin``.
 
-The terminal is the host's: the runtime service ``terminal`` when a host registered one (the
-service ``SHELL_COMMAND`` uses), else a local one rooted at ``actions.shell.cwd`` (else the
-state directory); its output goes through the ``terminal_output`` hub, so other subscribers
-see API runs too. Like ``SHELL_COMMAND`` it runs nothing unless the operator set
-``actions.shell.enabled: true``; time limit and output bound come from ``actions.shell``.
+The terminal is the host's: every run goes through the host's
+:class:`~agentplug.actions.builtins.comms.runs.TerminalRuns`, shared with ``SHELL_COMMAND``
+and custom shell actions (the runtime service ``terminal`` when a host registered one, else
+a local one rooted at ``actions.shell.cwd``, else the state directory); its output goes
+through the ``terminal_output`` hub, and a ``SHELL_COMMAND`` run streams on the same
+WebSocket as an API run. Nothing runs unless the operator set ``actions.shell.enabled:
+true``; the allow-list, time limit, output bound and cap on active runs come from
+``actions.shell``.
 
 The guard lives in :mod:`agentplug.api.guard`, the handlers in :mod:`agentplug.api.routes`
 (one mixin of :class:`ControlApi` per resource).
@@ -42,7 +50,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,20 +60,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
+from agentplug.actions.builtins.comms.runs import terminal_runs
 from agentplug.actions.terminal import TerminalService
 from agentplug.api.guard import _Guard
 from agentplug.api.responses import _error
 from agentplug.api.routes.approvals import APPROVALS_SERVICE, ApprovalRoutes
 from agentplug.api.routes.base import MAX_BODY_BYTES as MAX_BODY_BYTES
 from agentplug.api.routes.custom_actions import CUSTOM_ACTIONS_OWNER as CUSTOM_ACTIONS_OWNER
+from agentplug.api.routes.custom_actions import MAX_ACTIVE_CODE_TESTS as MAX_ACTIVE_CODE_TESTS
 from agentplug.api.routes.custom_actions import CustomActionRoutes
 from agentplug.api.routes.plugins import PLUGIN_MANAGER_SERVICE as PLUGIN_MANAGER_SERVICE
 from agentplug.api.routes.plugins import PluginRoutes
+from agentplug.api.routes.sessions import MAX_PATCH_BODY_BYTES as MAX_PATCH_BODY_BYTES
+from agentplug.api.routes.sessions import SessionRoutes
 from agentplug.api.routes.terminal import MAX_ACTIVE_RUNS as MAX_ACTIVE_RUNS
 from agentplug.api.routes.terminal import MAX_KEPT_RUNS as MAX_KEPT_RUNS
 from agentplug.api.routes.terminal import MAX_TIMEOUT_S as MAX_TIMEOUT_S
 from agentplug.api.routes.terminal import TERMINAL_SERVICE as TERMINAL_SERVICE
-from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes, _Run
+from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -76,7 +87,7 @@ __all__ = ["APPROVALS_SERVICE", "ControlApi", "HostTerminal", "create_app"]
 log = logging.getLogger("agentplug.api")
 
 
-class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoutes):
+class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoutes, SessionRoutes):
     """State and handlers of the control API for one host (``app.state.api``)."""
 
     def __init__(
@@ -91,9 +102,11 @@ class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoute
         self.host = host
         self.state_dir = state_dir
         self.config_path = config_path
-        self.terminal: TerminalService = terminal or HostTerminal(host, state_dir)
+        self.terminal_runs = terminal_runs(host, default_cwd=state_dir, terminal=terminal)
+        if terminal is not None:
+            self.terminal_runs.terminal = terminal
+        self.terminal: TerminalService = self.terminal_runs.terminal
         self._plugin_manager = plugin_manager
-        self.runs: OrderedDict[str, _Run] = OrderedDict()
         self._config_lock = asyncio.Lock()
 
     # -- health ------------------------------------------------------------------------
@@ -110,7 +123,9 @@ class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoute
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return _error(exc.status_code, str(exc.detail))
+    response = _error(exc.status_code, str(exc.detail))
+    response.headers.update(exc.headers or {})
+    return response
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -170,6 +185,13 @@ def create_app(
         Route("/api/approvals/grants", api.grants_list, methods=["GET"]),
         Route("/api/approvals/grants/{grant_id}", api.grants_revoke, methods=["DELETE"]),
         Route("/api/approvals/{approval_id}", api.approvals_resolve, methods=["POST"]),
+        Route("/api/sessions", api.sessions_list, methods=["GET"]),
+        Route(
+            "/api/sessions/{session_key:path}/plugins/{plugin_id}",
+            api.sessions_patch_plugin,
+            methods=["PATCH"],
+        ),
+        Route("/api/sessions/{session_key:path}", api.sessions_get, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,

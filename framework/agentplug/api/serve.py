@@ -138,10 +138,10 @@ def wire_approvals(host: PluginHost) -> ApprovalBroker:
 
 def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
     """The host ``agentplug serve`` runs: state and plugin manager in ``state_dir``,
-    approvals wired, custom actions' shell handlers going through the same terminal as the
-    API (needs the extra). Raises :class:`~agentplug.core.errors.ConfigError` for bad settings."""
-    from agentplug.actions.custom import CustomActionServices
-    from agentplug.api.routes.terminal import HostTerminal
+    approvals wired, and its terminal runs (the API's, ``SHELL_COMMAND``'s and custom shell
+    actions') rooted at ``state_dir`` unless ``actions.shell.cwd`` is set. Raises
+    :class:`~agentplug.core.errors.ConfigError` for bad settings."""
+    from agentplug.actions.builtins.comms.runs import terminal_runs
     from agentplug.core.host import PluginHost
 
     host = PluginHost(config, state_dir=state_dir)
@@ -152,10 +152,9 @@ def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
         # One manager rooted at the served state directory, shared by the install endpoint
         # and the plugin built-ins (INSTALL_PLUGIN, EJECT_PLUGIN, ...).
         host.actions.register_service("plugin_manager", PluginManager(host, state_dir))
-    if host.actions.custom_services is None:
-        host.actions.custom_services = CustomActionServices.default(
-            terminal=HostTerminal(host, state_dir)
-        )
+    # Rooted at the state directory unless actions.shell.cwd says otherwise; created
+    # before anything asks, so SHELL_COMMAND, custom shell actions and the API share it.
+    terminal_runs(host, default_cwd=state_dir)
     return host
 
 

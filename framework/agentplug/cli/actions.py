@@ -32,6 +32,7 @@ from agentplug.actions.custom import (
     read_custom_action_defs,
 )
 from agentplug.actions.registry import normalize_action_name
+from agentplug.core.datafiles import read_data_file
 from agentplug.core.errors import AgentplugError
 from agentplug.security.ssrf import SSRFPolicy
 
@@ -251,10 +252,7 @@ def _cli_policy(path: Path | str, extra_hosts: list[str]) -> SSRFPolicy:
     """The config file's ``security.ssrf`` policy plus ``--allow-host`` entries."""
     from agentplug.actions.runtime import operator_ssrf_policy
 
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        data = {}
+    data = read_data_file(path)  # DataFileError (one line naming the file) when unreadable
     security = data.get("security", {}) if isinstance(data, dict) else {}
     policy = operator_ssrf_policy(security if isinstance(security, dict) else {}, str(path))
     if not extra_hosts:

@@ -177,6 +177,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         close = difflib.get_close_matches(key, sorted(known_top), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else " (kept for the host)"
         notes.append(f"top-level key {key!r} is not an agentplug setting{hint}")
+    from agentplug.actions.config_check import check_config
+
+    # Every section, with the models the runtime reads it with.
+    problems += [f"{key}: {problem}" for key, problem in check_config(config)]
     host = PluginHost(config)
     host.load_installed(use_cache=False)
     for err in host.load_errors:

@@ -15,7 +15,6 @@ Shape (snake_case or the seed's camelCase)::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,11 +22,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from agentplug.core.datafiles import DataFileError, read_data_file
 from agentplug.core.errors import ConfigError
 from agentplug.core.markers import MAX_TIMEOUT_MS
 
 __all__ = [
     "AgentplugConfig",
+    "ConfigFileError",
     "Contracts",
     "HookSettings",
     "PluginEntry",
@@ -140,18 +141,31 @@ def _issues(exc: ValidationError) -> list[tuple[str, str]]:
     return issues
 
 
+class ConfigFileError(ConfigError):
+    """The config file itself cannot be read (missing, a directory, not UTF-8/UTF-16,
+    not valid JSON/TOML/YAML, too deep, a number too long). One line naming the file."""
+
+    def __init__(self, error: DataFileError) -> None:
+        # Not ConfigError.__init__: it formats one line per issue, below a headline.
+        Exception.__init__(self, f"invalid agentplug configuration in {error}")
+        self.source: str | None = error.source
+        self.problem = error.problem
+        self.line = error.line
+        self.column = error.column
+        self.issues = [("<file>", error.problem)]
+
+
 def load_config(path: str | Path) -> AgentplugConfig:
-    """Read and validate a JSON config file."""
+    """Read and validate a config file (JSON; ``.toml`` and ``.yaml`` by their suffix).
+
+    Raises :class:`ConfigFileError` (one line naming the file) when the file cannot be
+    read as data, and :class:`ConfigError` naming every bad key otherwise.
+    """
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError([("<file>", f"{p} does not exist")], str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            [("<file>", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")],
-            str(p),
-        ) from None
+        data = read_data_file(p)
+    except DataFileError as exc:
+        raise ConfigFileError(exc) from None
     if not isinstance(data, dict):
         raise ConfigError([("<root>", "the config must be a JSON object")], str(p))
     return AgentplugConfig.parse(data, str(p))

@@ -9,11 +9,21 @@ __all__ = [
     "HookSignatureError",
     "PluginLoadError",
     "UnknownHookError",
+    "printable",
 ]
 
 
 class AgentplugError(Exception):
     """Base of every agentplug error."""
+
+
+def printable(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped (``\\n``,
+    ``\\x85``), so that a key or a value taken from a file cannot break an error message
+    into lines of its own."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
 
 class ConfigError(AgentplugError):
@@ -22,9 +32,9 @@ class ConfigError(AgentplugError):
     def __init__(self, issues: list[tuple[str, str]], source: str | None = None) -> None:
         self.issues = issues
         self.source = source
-        where = f" in {source}" if source else ""
+        where = f" in {printable(source)}" if source else ""
         lines = [f"invalid agentplug configuration{where}:"]
-        lines += [f"  {key}: {problem}" for key, problem in issues]
+        lines += [f"  {printable(key)}: {printable(problem)}" for key, problem in issues]
         super().__init__("\n".join(lines))
 
 

@@ -40,7 +40,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.errors import AgentplugError, PluginLoadError
+from agentplug.core.datafiles import DataFileError, read_data_file
+from agentplug.core.errors import AgentplugError, PluginLoadError, printable
 from agentplug.core.host import PluginHost
 from agentplug.core.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, discover
 from agentplug.services.approvals import (
@@ -54,6 +55,7 @@ __all__ = [
     "HandlerExpectation",
     "Scenario",
     "ScenarioError",
+    "ScenarioFileError",
     "ScenarioStep",
     "StepReport",
     "build_host",
@@ -76,9 +78,9 @@ class ScenarioError(AgentplugError):
     ) -> None:
         self.issues = issues
         self.source = source
-        where = f" in {source}" if source else ""
+        where = f" in {printable(source)}" if source else ""
         lines = [headline or f"invalid scenario{where}:"]
-        lines += [f"  {key}: {problem}" for key, problem in issues]
+        lines += [f"  {printable(key)}: {printable(problem)}" for key, problem in issues]
         super().__init__("\n".join(lines))
 
 
@@ -212,24 +214,28 @@ def parse_scenario(data: Any, source: str | Path | None = None) -> Scenario:
     return scenario
 
 
+class ScenarioFileError(ScenarioError):
+    """The scenario file itself cannot be read (a directory, not UTF-8/UTF-16, nested too
+    deeply, a number too long, too large): one line naming the file."""
+
+    def __init__(self, error: DataFileError) -> None:
+        super().__init__([], error.source, headline=f"invalid scenario in {error}")
+        self.issues = [("<file>", error.problem)]
+
+
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; errors name the key (and the step)."""
+    """Read and validate a scenario file; errors name the key (and the step).
+
+    A file that cannot be read as JSON at all raises :class:`ScenarioError` with the
+    ``<file>`` issue (a syntax error, a missing file) or :class:`ScenarioFileError`.
+    """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError([("<file>", f"{p} does not exist")], str(p)) from None
-    except OSError as exc:
-        raise ScenarioError(
-            [("<file>", f"cannot read {p}: {exc.strerror or exc}")], str(p)
-        ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(
-            [("<file>", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")],
-            str(p),
-        ) from None
+        data = read_data_file(p)
+    except DataFileError as exc:
+        if exc.line is not None or not p.exists():  # the established two-line form
+            raise ScenarioError([("<file>", exc.problem)], str(p)) from None
+        raise ScenarioFileError(exc) from None
     return parse_scenario(data, p)
 
 

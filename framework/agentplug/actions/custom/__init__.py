@@ -30,13 +30,15 @@ from agentplug.actions.custom.loading import (
     load_custom_actions,
     read_custom_action_defs,
 )
-from agentplug.actions.custom.models import CONFIG_KEY as CONFIG_KEY
 from agentplug.actions.custom.models import (
+    ACTION_ID_PATTERN,
+    MAX_ACTION_ID_LENGTH,
     CustomActionDef,
     CustomActionHandlerDef,
     CustomActionParameter,
     TestOutput,
 )
+from agentplug.actions.custom.models import CONFIG_KEY as CONFIG_KEY
 from agentplug.actions.custom.services import (
     CodeBackend,
     CustomActionServices,
@@ -48,6 +50,8 @@ from agentplug.actions.http_handler import HttpHandlerDef
 from agentplug.actions.shell_handler import ShellHandlerDef
 
 __all__ = [
+    "ACTION_ID_PATTERN",
+    "MAX_ACTION_ID_LENGTH",
     "CodeBackend",
     "CodeHandlerDef",
     "CustomActionConfigError",

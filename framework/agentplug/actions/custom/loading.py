@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from agentplug.actions.custom.models import CONFIG_KEY, CustomActionDef
 from agentplug.actions.custom.services import CustomActionServices
 from agentplug.actions.model import Action, ActionDefinitionError
 from agentplug.actions.registry import normalize_action_name
+from agentplug.core.datafiles import DataFileError, read_data_file
 
 __all__ = [
     "CustomActionConfigError",
@@ -86,18 +86,9 @@ def _read_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> Mapping[
         return config
     path = Path(config)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CustomActionConfigError(
-            f"cannot read config file {str(path)!r}: {exc.strerror or exc}; check the path"
-        ) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CustomActionConfigError(
-            f"config file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno} "
-            f"column {exc.colno}"
-        ) from exc
+        data = read_data_file(path)
+    except DataFileError as exc:
+        raise CustomActionConfigError(f"config file {exc}") from None
     if not isinstance(data, Mapping):
         raise CustomActionConfigError(
             f"config file {str(path)!r} must hold a JSON object with a {CONFIG_KEY!r} array"

@@ -7,6 +7,7 @@ camelCase JSON shape), with its :class:`CustomActionParameter` list and one ``ht
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, TypeAlias
 
@@ -19,7 +20,9 @@ from agentplug.actions.http_handler import HttpHandlerDef
 from agentplug.actions.shell_handler import ShellHandlerDef
 
 __all__ = [
+    "ACTION_ID_PATTERN",
     "CONFIG_KEY",
+    "MAX_ACTION_ID_LENGTH",
     "CustomActionDef",
     "CustomActionHandlerDef",
     "CustomActionParameter",
@@ -28,6 +31,12 @@ __all__ = [
 
 CONFIG_KEY = "customActions"
 """Top-level key of the config file that holds the definitions."""
+
+MAX_ACTION_ID_LENGTH = 64
+"""Longest custom-action ``id``."""
+ACTION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+"""What a custom-action ``id`` looks like: letters, digits, ``_``, ``.`` and ``-``, starting
+with a letter or digit (so it is one URL path segment: no ``/``, no ``..``)."""
 
 TestOutput: TypeAlias = HandlerOutput
 """What a test handler returns: ``{ok: bool, output: str}``."""
@@ -69,6 +78,16 @@ class CustomActionDef(BaseModel):
     enabled: bool
     created_at: str
     updated_at: str
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_a_path_segment(cls, value: str) -> str:
+        if len(value) > MAX_ACTION_ID_LENGTH or not ACTION_ID_PATTERN.match(value):
+            raise ValueError(
+                f"id {value[:80]!r} must be 1-{MAX_ACTION_ID_LENGTH} letters, digits, '_', '.' "
+                "or '-', starting with a letter or digit (e.g. 'weather-check')"
+            )
+        return value
 
     @field_validator("description")
     @classmethod

@@ -17,10 +17,17 @@ from agentplug.actions.handler_output import HandlerOutput
 from agentplug.actions.http_handler import HttpHandlerDef, run_http_handler
 from agentplug.actions.shell_handler import ShellHandlerDef, run_shell_handler
 from agentplug.actions.terminal import LocalTerminalService, TerminalService
-from agentplug.sandbox import CodeSandbox, FetchCallable, FetchRequest, FetchResponse
+from agentplug.sandbox import (
+    CodeSandbox,
+    FetchCallable,
+    FetchRequest,
+    FetchResponse,
+    SandboxBudget,
+)
 from agentplug.security.ssrf import FetchError, SSRFPolicy, guarded_fetch
 
 __all__ = [
+    "CODE_RUN_MEMORY_MB",
     "CodeBackend",
     "CustomActionServices",
     "HttpBackend",
@@ -42,6 +49,10 @@ CodeBackend: TypeAlias = Callable[[CodeHandlerDef, Mapping[str, str]], Awaitable
 """Runs a ``code`` handler: ``(defn, params) -> HandlerOutput``."""
 
 
+CODE_RUN_MEMORY_MB = 256
+"""Address-space limit of one ``code`` run (what it reserves in the sandbox budget)."""
+
+
 @dataclass(frozen=True)
 class CustomActionServices:
     """The three handler back-ends custom actions run through.
@@ -53,6 +64,9 @@ class CustomActionServices:
     http: HttpBackend
     shell: ShellBackend
     code: CodeBackend
+    sandbox_budget: SandboxBudget | None = None
+    """The bound on the memory of the ``code`` runs in progress together (``None``: the
+    ``code`` back-end is not the default one)."""
 
     @classmethod
     def default(
@@ -63,6 +77,7 @@ class CustomActionServices:
         shell_timeout_s: float = 30.0,
         terminal: TerminalService | None = None,
         sandbox: CodeSandbox | None = None,
+        sandbox_budget: SandboxBudget | None = None,
     ) -> CustomActionServices:
         """The real back-ends.
 
@@ -72,7 +87,10 @@ class CustomActionServices:
         itself defaulting to the current directory) with ``shell_timeout_s``. ``code`` runs in
         ``sandbox`` (default: a fresh :class:`~agentplug.sandbox.CodeSandbox` per run, closed
         afterwards; pass a long-lived one to reuse warm workers) and its ``fetch`` goes
-        through the same SSRF policy.
+        through the same SSRF policy. Every ``code`` run first reserves
+        :data:`CODE_RUN_MEMORY_MB` in ``sandbox_budget`` (default: a new
+        :class:`~agentplug.sandbox.SandboxBudget` shared by the runs of these services)
+        and waits while the runs in progress hold all of it.
         """
         policy = ssrf_policy or SSRFPolicy()
         cwd = Path(shell_cwd) if shell_cwd is not None else Path.cwd()
@@ -92,13 +110,21 @@ class CustomActionServices:
                 defn, params, declared, terminal=service, timeout_s=shell_timeout_s
             )
 
-        async def code(defn: CodeHandlerDef, params: Mapping[str, str]) -> HandlerOutput:
-            if sandbox is not None:
-                return await run_code_handler(defn, params, sandbox=sandbox, fetch=fetch)
-            async with CodeSandbox() as box:
-                return await run_code_handler(defn, params, sandbox=box, fetch=fetch)
+        budget = sandbox_budget if sandbox_budget is not None else SandboxBudget()
 
-        return cls(http=http, shell=shell, code=code)
+        async def code(defn: CodeHandlerDef, params: Mapping[str, str]) -> HandlerOutput:
+            async with budget.reserve(CODE_RUN_MEMORY_MB):
+                if sandbox is not None:
+                    return await run_code_handler(
+                        defn, params, sandbox=sandbox, fetch=fetch, memory_mb=CODE_RUN_MEMORY_MB
+                    )
+                # One run, one worker: no pool (a ready spare would be killed unused).
+                async with CodeSandbox(pool_size=0) as box:
+                    return await run_code_handler(
+                        defn, params, sandbox=box, fetch=fetch, memory_mb=CODE_RUN_MEMORY_MB
+                    )
+
+        return cls(http=http, shell=shell, code=code, sandbox_budget=budget)
 
 
 def guarded_fetch_for_code(policy: SSRFPolicy) -> FetchCallable:

@@ -28,19 +28,22 @@ from starlette.responses import JSONResponse, Response
 
 from agentplug.actions.custom import (
     CONFIG_KEY,
+    CodeHandlerDef,
     CustomActionDef,
-    CustomActionServices,
     build_test_handler,
     register_custom_action_live,
 )
 from agentplug.actions.model import Action
 from agentplug.actions.registry import ActionConflictError, normalize_action_name
-from agentplug.actions.runtime import operator_ssrf_policy
 from agentplug.api.responses import _error
 from agentplug.api.routes.base import ApiBase
+from agentplug.core.datafiles import DataFileError, read_data_file
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
+
+MAX_ACTIVE_CODE_TESTS = 4
+"""``code`` tests running at once; more are answered 429 (each starts a sandbox process)."""
 
 CUSTOM_ACTIONS_OWNER = "custom-actions"
 """Registry owner of config custom actions (the one ``AgentRuntime.load`` uses)."""
@@ -54,6 +57,8 @@ class CustomActionRoutes(ApiBase):
     """The custom-action endpoints of :class:`~agentplug.api.app.ControlApi`."""
 
     _config_lock: asyncio.Lock
+    _code_tests: int = 0
+    """``code`` tests in progress (see :data:`MAX_ACTIVE_CODE_TESTS`)."""
 
     def _read_config_file(self) -> dict[str, Any]:
         path = self.config_path
@@ -64,9 +69,9 @@ class CustomActionRoutes(ApiBase):
                 "custom actions",
             )
         try:
-            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise HTTPException(500, f"cannot read config file {str(path)!r}: {exc}") from None
+            data = read_data_file(path) if path.exists() else {}
+        except DataFileError as exc:
+            raise HTTPException(500, f"cannot read the config file: {exc}") from None
         if not isinstance(data, dict):
             raise HTTPException(500, f"config file {str(path)!r} must hold a JSON object")
         entries = data.get(CONFIG_KEY)
@@ -260,11 +265,23 @@ class CustomActionRoutes(ApiBase):
         if index is None:
             return _error(404, f"no custom action with id {action_id!r}")
         defn = self._validate(entries[index])
-        services = self.host.actions.custom_services or CustomActionServices.default(
-            ssrf_policy=operator_ssrf_policy(self.host.config.security), terminal=self.terminal
-        )
+        services = self.host.actions.custom_action_services()
+        is_code = isinstance(defn.handler, CodeHandlerDef)
+        if is_code:
+            # Checked and counted without an await in between: the limit is exact.
+            if self._code_tests >= MAX_ACTIVE_CODE_TESTS:
+                return _error(
+                    429,
+                    f"{self._code_tests} code-action tests are still running (the limit is "
+                    f"{MAX_ACTIVE_CODE_TESTS}); wait for one to finish",
+                )
+            self._code_tests += 1
         started = time.perf_counter()
-        output = await build_test_handler(defn, services=services)(params)
+        try:
+            output = await build_test_handler(defn, services=services)(params)
+        finally:
+            if is_code:
+                self._code_tests -= 1
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         return JSONResponse({"ok": output.ok, "output": output.output, "duration_ms": duration_ms})
 

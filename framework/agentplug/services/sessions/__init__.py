@@ -4,8 +4,10 @@
 
 - ``api.session.state.register_session_extension(name, default=..., description=...)``
   declares small JSON-compatible per-session state owned by the plugin. The host
-  changes it with :meth:`SessionServices.patch` (a JSON merge patch, RFC 7396) and
-  projects it in :meth:`SessionServices.session_row` as ``plugin_extensions``.
+  changes it with :meth:`SessionServices.patch` (a JSON merge patch, RFC 7396), or
+  several of one plugin's extensions at once with :func:`patch_plugin_extensions` (the
+  control API's ``PATCH /api/sessions/{key}/plugins/{plugin_id}``), and projects it in
+  :meth:`SessionServices.session_row` as ``plugin_extensions``.
 - ``api.session.workflow.enqueue_next_turn_injection(session_key, text, ...)`` queues
   context for the next model turn. The turn runner drains the queue once, before the
   prompt hooks (:meth:`SessionServices.drain_injections`): each entry is delivered at
@@ -28,6 +30,12 @@ something the plugin was told was queued. A plugin whose prompt injection is dis
 from __future__ import annotations
 
 from agentplug.services.sessions.api import InjectionReceipt, SessionApi, SessionExtension
+from agentplug.services.sessions.patching import (
+    ExtensionOwnerError,
+    ExtensionStateTooLarge,
+    patch_plugin_extensions,
+    session_keys,
+)
 from agentplug.services.sessions.services import SessionServices
 from agentplug.services.sessions.state import (
     CLEANUP_REASONS,
@@ -49,6 +57,8 @@ __all__ = [
     "MAX_INJECTION_TEXT_BYTES",
     "MAX_PENDING_PER_PLUGIN",
     "CleanupReason",
+    "ExtensionOwnerError",
+    "ExtensionStateTooLarge",
     "InjectionQueueFull",
     "InjectionReceipt",
     "SessionApi",
@@ -57,4 +67,6 @@ __all__ = [
     "SessionStateError",
     "UnknownExtensionError",
     "json_merge_patch",
+    "patch_plugin_extensions",
+    "session_keys",
 ]

@@ -7,13 +7,18 @@
     the requested target type, or a failed send is a failed result saying which.
 
 ``SHELL_COMMAND`` (``command``, optional ``runId``)
-    Runs the command through the ``terminal`` service (a host replacement, or by default a
+    Runs the command through the host's :class:`TerminalRuns` (service ``terminal_runs``,
+    shared with custom shell actions and the control API's terminal): the ``terminal``
+    service (a host replacement, or by default a
     :class:`~agentplug.actions.terminal.LocalTerminalService` rooted at ``actions.shell.cwd``,
-    else the state directory, else the current directory), with a time limit and bounded
-    output. Output chunks are published, as they arrive, on the :class:`OutputHub` service
-    ``terminal_output``; a WebSocket endpoint streams them with
+    else the state directory, else the current directory), with a time limit, bounded
+    output, the allow-list ``actions.shell.allowedCommands`` and a cap on commands running at
+    once. Output chunks are published, as they arrive, on the :class:`OutputHub` service
+    ``terminal_output``; ``WS /api/terminal/runs/{id}/stream`` streams them with
     ``async for chunk in hub.subscribe(run_id)``. The result carries the run id, the exit
-    code and the (bounded) output. ``actions.shell.enabled: false`` refuses every command.
+    code and the (bounded) output; a command still running after
+    ``actions.shell.replyAfterSeconds`` is reported at once with its run id and ``status:
+    "running"``, and goes on. ``actions.shell.enabled: false`` refuses every command.
 
 ``LOG_LEVEL`` (``level`` = ``trace`` | ``debug`` | ``info`` | ``warn`` | ``error``, or
 ``reset``)
@@ -25,13 +30,16 @@
 Operator settings (``actions.shell``)::
 
     {"actions": {"shell": {"enabled": true, "cwd": "/srv/agent/work",
-                           "timeoutSeconds": 60, "maxOutputBytes": 65536}}}
+                           "timeoutSeconds": 60, "maxOutputBytes": 65536,
+                           "allowedCommands": ["ls", "git"], "replyAfterSeconds": 10,
+                           "maxActiveRuns": 8}}}
 
 Invalid settings raise :class:`~agentplug.core.errors.ConfigError` naming ``actions.shell.<key>``
 when the built-ins are registered (``await host.actions.load()``).
 
 The package is split by job: :mod:`.message` (``MESSAGE``), :mod:`.hub` (:class:`OutputHub`),
-:mod:`.shell` (``SHELL_COMMAND`` and :class:`ShellSettings`) and :mod:`.log_levels`
+:mod:`.runs` (:class:`TerminalRuns`), :mod:`.settings` (:class:`ShellSettings`),
+:mod:`.shell` (``SHELL_COMMAND``) and :mod:`.log_levels`
 (``LOG_LEVEL`` and the per-room levels); this module holds the entry point.
 """
 
@@ -59,7 +67,16 @@ from agentplug.actions.builtins.comms.log_levels import (
     room_logger,
 )
 from agentplug.actions.builtins.comms.message import MessagingService, _message_action
-from agentplug.actions.builtins.comms.shell import TERMINAL_SERVICE, ShellSettings, _shell_action
+from agentplug.actions.builtins.comms.runs import (
+    RUNS_SERVICE,
+    HostTerminal,
+    ShellRefused,
+    TerminalRun,
+    TerminalRuns,
+    terminal_runs,
+)
+from agentplug.actions.builtins.comms.settings import ShellSettings
+from agentplug.actions.builtins.comms.shell import TERMINAL_SERVICE, _shell_action
 from agentplug.actions.model import Action
 
 if TYPE_CHECKING:
@@ -69,20 +86,26 @@ __all__ = [
     "LEVELS",
     "LOG_LEVELS_SERVICE",
     "OUTPUT_HUB_SERVICE",
+    "RUNS_SERVICE",
     "TERMINAL_SERVICE",
     "TRACE",
+    "HostTerminal",
     "MessagingService",
     "OutputChunk",
     "OutputHub",
     "RoomLevelFilter",
     "RoomLogLevels",
     "RunStatus",
+    "ShellRefused",
     "ShellSettings",
+    "TerminalRun",
+    "TerminalRuns",
     "builtin_actions",
     "load_settings",
     "output_hub",
     "room_log_levels",
     "room_logger",
+    "terminal_runs",
 ]
 
 log = logging.getLogger("agentplug.builtins.comms")

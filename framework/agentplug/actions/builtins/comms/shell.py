@@ -1,15 +1,25 @@
-"""The ``SHELL_COMMAND`` built-in and its operator settings (``actions.shell``)."""
+"""The ``SHELL_COMMAND`` built-in; its settings are :class:`ShellSettings` (``actions.shell``).
+
+The command runs through the host's :class:`~agentplug.actions.builtins.comms.runs.TerminalRuns`
+(like the control API's terminal runs and custom shell actions): a command still running
+after ``actions.shell.replyAfterSeconds`` is reported with its run id (``status:
+"running"``) and goes on, streaming on ``WS /api/terminal/runs/{id}/stream``.
+"""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from agentplug.actions.builtins._shared import _params, _Section, _text_param
-from agentplug.actions.builtins.comms.hub import _RUN_ID, output_hub
+from agentplug.actions.builtins._shared import _params, _text_param
+from agentplug.actions.builtins.comms.hub import _RUN_ID
+from agentplug.actions.builtins.comms.runs import (
+    TERMINAL_SERVICE,
+    ShellRefused,
+    TerminalRun,
+    still_running_text,
+    terminal_runs,
+)
+from agentplug.actions.builtins.comms.settings import ShellSettings
 from agentplug.actions.model import (
     Action,
     ActionExample,
@@ -21,44 +31,25 @@ from agentplug.actions.model import (
     ParameterSchema,
     State,
 )
-from agentplug.actions.terminal import LocalTerminalService, TerminalResult
+from agentplug.actions.terminal import TerminalResult
 
 if TYPE_CHECKING:
     from agentplug.actions.runtime import AgentRuntime
 
-
-TERMINAL_SERVICE = "terminal"
-
-
-class ShellSettings(_Section):
-    """``actions.shell``."""
-
-    enabled: bool = False
-    """Off by default: running arbitrary commands from a conversation is an operator's
-    explicit choice (``actions.shell.enabled: true``)."""
-    cwd: str | None = None
-    """Working directory (must exist); default: the state directory, else the current one."""
-    timeout_seconds: float = Field(default=60.0, gt=0, le=24 * 3600)
-    max_output_bytes: int = Field(default=64 * 1024, gt=0, le=64 * 1024 * 1024)
-
-
-def _default_cwd(runtime: AgentRuntime, settings: ShellSettings) -> Path:
-    if settings.cwd:
-        return Path(settings.cwd)
-    configured = runtime.host.config.runtime.state_dir
-    if configured:
-        return Path(configured)
-    store_path = getattr(runtime.host.store, "path", None)
-    if isinstance(store_path, Path):
-        return store_path.parent
-    return Path.cwd()
+__all__ = ["TERMINAL_SERVICE", "ShellSettings"]
 
 
 def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
+    # ``settings`` were validated at registration; each run reads them again (live config).
     async def handler(
         rt: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
     ) -> ActionResult:
-        if not settings.enabled:
+        runs = terminal_runs(runtime.host)
+        try:
+            current = runs.settings()
+        except ShellRefused as exc:
+            return ActionResult.failure(f"SHELL_COMMAND: {exc}", action="SHELL_COMMAND")
+        if not current.enabled:
             return ActionResult.failure(
                 "SHELL_COMMAND is disabled: no command was run. An operator enables it with "
                 "actions.shell.enabled = true (and a working directory in actions.shell.cwd).",
@@ -72,50 +63,22 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
                 "Missing required parameter: command (the shell command line to run).",
                 action="SHELL_COMMAND",
             )
-        terminal = rt.get_service(TERMINAL_SERVICE)
-        if terminal is None:
-            try:
-                terminal = LocalTerminalService(_default_cwd(runtime, settings))
-            except FileNotFoundError as exc:
-                return ActionResult.failure(
-                    f"SHELL_COMMAND cannot run: {exc} (set actions.shell.cwd).",
-                    action="SHELL_COMMAND",
-                    reason="no_working_directory",
-                )
-        run = getattr(terminal, "run", None)
-        if not callable(run):
-            return ActionResult.failure(
-                f"The {TERMINAL_SERVICE!r} service ({type(terminal).__name__}) has no run() "
-                "method; register an agentplug.actions.terminal.TerminalService.",
-                action="SHELL_COMMAND",
-                reason="bad_terminal_service",
-            )
-        hub = output_hub(rt)
-        run_id = _text_param(params, "runId") or uuid.uuid4().hex
         try:
-            hub.start(run_id, command)
-        except ValueError as exc:
-            return ActionResult.failure(f"SHELL_COMMAND: {exc}.", action="SHELL_COMMAND")
-        try:
-            result = await run(
-                command,
-                cwd=None,
-                timeout_s=settings.timeout_seconds,
-                max_output_bytes=settings.max_output_bytes,
-                on_output=lambda text: hub.publish(run_id, text),
+            run = runs.start(command, run_id=_text_param(params, "runId"), source="SHELL_COMMAND")
+        except ShellRefused as exc:
+            text = (
+                f"SHELL_COMMAND cannot run: {exc}."
+                if exc.reason == "no_working_directory"
+                else f"SHELL_COMMAND: {exc}."
             )
-        except Exception as exc:  # the terminal refused or crashed: say so, close the stream
-            hub.finish(run_id, None, error=str(exc))
-            return ActionResult.failure(
-                f"SHELL_COMMAND could not run the command: {exc}",
-                action="SHELL_COMMAND",
-                run_id=run_id,
-                error_type=type(exc).__name__,
+            return ActionResult.failure(text, action="SHELL_COMMAND", reason=exc.reason)
+        if not await runs.wait(run, current.reply_after_seconds):
+            return ActionResult(
+                success=True,
+                text=still_running_text(run, current.reply_after_seconds),
+                data={"run_id": run.run_id, "status": "running", "exit_code": None},
             )
-        if not isinstance(result, TerminalResult):
-            result = TerminalResult.model_validate(result, from_attributes=True)
-        hub.finish(run_id, result.exit_code)
-        return _shell_result(run_id, result, settings)
+        return _finished(run, current)
 
     return Action(
         name="SHELL_COMMAND",
@@ -143,9 +106,24 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
     )
 
 
-def _shell_result(run_id: str, result: TerminalResult, settings: ShellSettings) -> ActionResult:
+def _finished(run: TerminalRun, settings: ShellSettings) -> ActionResult:
+    if run.result is None:
+        kind, message = run.failure or ("RuntimeError", "no result")
+        return ActionResult.failure(
+            f"SHELL_COMMAND could not run the command: {message}",
+            action="SHELL_COMMAND",
+            run_id=run.run_id,
+            error_type=kind,
+        )
+    return _shell_result(run.run_id, run.result, run.timeout_s, settings)
+
+
+def _shell_result(
+    run_id: str, result: TerminalResult, timeout_s: float, settings: ShellSettings
+) -> ActionResult:
     data = {
         "run_id": run_id,
+        "status": "timed_out" if result.timed_out else "exited",
         "exit_code": result.exit_code,
         "output": result.output,
         "truncated": result.truncated,
@@ -155,7 +133,7 @@ def _shell_result(run_id: str, result: TerminalResult, settings: ShellSettings) 
     if result.truncated:
         notes.append(f"output truncated at {settings.max_output_bytes} bytes")
     if result.timed_out:
-        head = f"Command killed after {settings.timeout_seconds:g} s (time limit)."
+        head = f"Command killed after {timeout_s:g} s (time limit)."
     else:
         head = f"Exit code {result.exit_code}."
     if notes:
