@@ -90,6 +90,7 @@ _LAZY = {
     "SyncHost": "agentplug.core.sync",
     "MemoryStore": "agentplug.store",
     "SQLiteStore": "agentplug.store",
+    "upstream_request_id_hash": "agentplug.services.modelcalls",
 }
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ if TYPE_CHECKING:
     from agentplug.security.execenv import filter_exec_env
     from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
+    from agentplug.services.modelcalls import upstream_request_id_hash
     from agentplug.store import MemoryStore, SQLiteStore
 
 
@@ -173,4 +175,5 @@ __all__ = [
     "load_custom_actions",
     "register_custom_action_live",
     "run_action_flow",
+    "upstream_request_id_hash",
 ]
