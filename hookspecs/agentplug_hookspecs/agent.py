@@ -223,7 +223,8 @@ class FinalizeRetry(Result):
 
     instruction: str
     idempotency_key: str | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=3)
+    max_attempts: int | None = Field(default=None, ge=1)
+    """Extra passes allowed for this key (default 1); the runtime caps it at 3 and warns."""
 
 
 class AgentFinalizeResult(Result):

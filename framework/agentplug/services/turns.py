@@ -33,6 +33,7 @@ from agentplug_hookspecs.messages import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentplug.core.dispatch import HandlerReport
+from agentplug.core.reducers import MAX_FINALIZE_ATTEMPTS
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -58,7 +59,6 @@ log = logging.getLogger("agentplug.turns")
 DEFAULT_BLOCK_MESSAGE = "This message was blocked by a policy and was not sent to the model."
 """Transcript text of a blocked run whose blocking plugin gave no ``message``."""
 CANCELLED_BY_MESSAGE_SENDING_HOOK = "cancelled_by_message_sending_hook"
-MAX_FINALIZE_ATTEMPTS = 3
 
 
 def _context(
