@@ -40,6 +40,13 @@ class AgentContext(Context):
     trace_id: str | None = None
     span_id: str | None = None
     parent_span_id: str | None = None
+    context_token_budget: int | None = None
+    """Effective token budget of the turn after the model, config and agent limits."""
+    context_window_source: str | None = None
+    """Where the budget came from (``model``, ``config``, ``agent``...), when a lower
+    limit was applied."""
+    context_window_reference_tokens: int | None = None
+    """The model's own context window when a lower limit was applied."""
 
 
 class MessageContext(Context):
