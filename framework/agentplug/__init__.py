@@ -91,6 +91,18 @@ _LAZY = {
     "MemoryStore": "agentplug.store",
     "SQLiteStore": "agentplug.store",
     "upstream_request_id_hash": "agentplug.services.modelcalls",
+    "AgentRunner": "agentplug.agent",
+    "InboundMessage": "agentplug.agent",
+    "TurnResult": "agentplug.agent",
+    "ToolRegistry": "agentplug.agent",
+    "ModelProvider": "agentplug.agent",
+    "ModelRequest": "agentplug.agent",
+    "ModelResponse": "agentplug.agent",
+    "ProviderError": "agentplug.agent",
+    "ProviderRegistry": "agentplug.agent",
+    "ScriptedProvider": "agentplug.agent",
+    "OpenAIProvider": "agentplug.agent",
+    "ReplyDispatcher": "agentplug.services.replies",
 }
 
 if TYPE_CHECKING:
@@ -105,6 +117,19 @@ if TYPE_CHECKING:
     from agentplug.actions.flow import FlowResult, run_action_flow
     from agentplug.actions.model import Action, ActionParameter, ActionResult, Message
     from agentplug.actions.registry import ActionConflictError, ActionRegistry
+    from agentplug.agent import (
+        AgentRunner,
+        InboundMessage,
+        ModelProvider,
+        ModelRequest,
+        ModelResponse,
+        OpenAIProvider,
+        ProviderError,
+        ProviderRegistry,
+        ScriptedProvider,
+        ToolRegistry,
+        TurnResult,
+    )
     from agentplug.core.config import AgentplugConfig, load_config
     from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.core.host import PluginApi, PluginHost, PluginRecord
@@ -113,6 +138,7 @@ if TYPE_CHECKING:
     from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
     from agentplug.services.modelcalls import upstream_request_id_hash
+    from agentplug.services.replies import ReplyDispatcher
     from agentplug.store import MemoryStore, SQLiteStore
 
 
@@ -133,6 +159,7 @@ __all__ = [
     "ActionParameter",
     "ActionRegistry",
     "ActionResult",
+    "AgentRunner",
     "AgentplugConfig",
     "AgentplugError",
     "ApprovalBroker",
@@ -151,18 +178,29 @@ __all__ = [
     "HookDecl",
     "HookKind",
     "HookSignatureError",
+    "InboundMessage",
     "MemoryStore",
     "Message",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "OpenAIProvider",
     "PluginApi",
     "PluginHost",
     "PluginLoadError",
     "PluginRecord",
+    "ProviderError",
+    "ProviderRegistry",
+    "ReplyDispatcher",
     "Result",
     "SQLiteStore",
     "SSRFBlocked",
     "SSRFPolicy",
+    "ScriptedProvider",
     "ScriptedResolver",
     "SyncHost",
+    "ToolRegistry",
+    "TurnResult",
     "UnknownHookError",
     "__version__",
     "build_test_handler",
