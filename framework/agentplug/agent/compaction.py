@@ -56,13 +56,19 @@ async def compact(turn: Turn) -> bool:
     if cut <= 0:
         return False
     host = turn.host
+    ctx = {
+        "agent_id": turn.ctx.agent_id,
+        "session_key": turn.session.session_key,
+        "session_id": turn.session.session_id,
+        "channel": turn.ctx.channel,
+    }
     before_tokens = estimate_tokens(messages)
     event = {
         "session_key": turn.session.session_key,
         "message_count": len(messages),
         "token_count": before_tokens,
     }
-    await host.dispatch("before_compaction", event, turn.ctx)
+    await host.dispatch("before_compaction", event, ctx)
     older = [m for m in strip_details(messages[:cut])]
     request = ModelRequest(
         model=turn.model,
@@ -86,7 +92,7 @@ async def compact(turn: Turn) -> bool:
         await host.dispatch(
             "after_compaction",
             {**event, "summary": None},
-            turn.ctx,
+            ctx,
         )
         return False
     summary = response.text.strip() or "(no summary)"
@@ -107,6 +113,6 @@ async def compact(turn: Turn) -> bool:
             "token_count": estimate_tokens(turn.session.messages),
             "summary": summary,
         },
-        turn.ctx,
+        ctx,
     )
     return True
