@@ -20,11 +20,22 @@ class ChatServer:
         self.answers: list[tuple[int, Any, dict[str, str]]] = []
         self.requests: list[dict[str, Any]] = []
         self.stop = threading.Event()
+        self.get_text = "ok"
+        """What a GET answers (a stand-in web API for custom http actions)."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def do_GET(self) -> None:
+                server.requests.append({"path": self.path, "headers": {}, "body": None})
+                data = server.get_text.encode()
+                self.send_response(200)
+                self.send_header("content-type", "text/plain")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)

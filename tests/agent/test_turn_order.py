@@ -189,7 +189,7 @@ def test_before_agent_reply_claim_answers_without_the_model() -> None:
 
 def test_heartbeat_contribution_never_runs_on_a_user_turn() -> None:
     recorder = Recorder()
-    runner, provider = make_runner(["ok"], recorder=recorder)
+    runner, _provider = make_runner(["ok"], recorder=recorder)
     run(runner.run_turn("hi", session_key="s1"))
     assert "heartbeat_prompt_contribution" not in recorder.order
 
@@ -329,7 +329,7 @@ def test_finalize_retries_are_counted_per_idempotency_key_at_most_three() -> Non
             "retry": {"instruction": "again", "max_attempts": 10},
         },
     )
-    runner, provider = make_runner(["a", "b", "c", "d", "e", "f"], plugins={"critic": reviser})
+    runner, _provider = make_runner(["a", "b", "c", "d", "e", "f"], plugins={"critic": reviser})
     result = run(runner.run_turn("hi", session_key="s1"))
     assert result.steps == 4  # the natural reply plus three revisions
     assert result.reply == "d"
