@@ -106,7 +106,7 @@ class HeartbeatEvent(Event):
 
 MAX_REQUEST_ID_HASH_CHARS = 64
 """Longest ``upstream_request_id_hash`` a model-call event accepts (hex digits only)."""
-_HASH_RE = re.compile(r"[0-9a-f]{1,%d}" % MAX_REQUEST_ID_HASH_CHARS)
+_HASH_RE = re.compile(rf"[0-9a-f]{{1,{MAX_REQUEST_ID_HASH_CHARS}}}")
 
 
 class ModelCallEvent(Event):

@@ -20,9 +20,12 @@ TRUST_MARKERS = frozenset({"trusted_local_media", "trustedLocalMedia"})
 
 def _fill_body_for_agent(data: Any) -> Any:
     """``body_for_agent`` defaults to ``content`` when the host gives none."""
-    if isinstance(data, dict) and data.get("body_for_agent") is None:
-        if data.get("bodyForAgent") is None:
-            return {**data, "body_for_agent": data.get("content", "")}
+    if (
+        isinstance(data, dict)
+        and data.get("body_for_agent") is None
+        and data.get("bodyForAgent") is None
+    ):
+        return {**data, "body_for_agent": data.get("content", "")}
     return data
 
 
@@ -43,6 +46,7 @@ class InboundMessageEvent(Event):
     @classmethod
     def _body_for_agent(cls, data: Any) -> Any:
         return _fill_body_for_agent(data)
+
     channel: str | None = None
     sender: str | None = None
     sender_id: str | None = None
