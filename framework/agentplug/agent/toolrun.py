@@ -58,6 +58,7 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
     decision = await runner.gate.check(
         event, turn.tool_ctx.model_copy(update={"tool_kind": tool.kind})
     )
+    env = decision.metadata.get("exec_env")  # key names only: values may be secrets
     turn.trace.add(
         "tool",
         call.name,
@@ -67,6 +68,8 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
         blocked_by_policy=decision.blocked_by_policy,
         approval=decision.approval_resolution,
         approval_requested_by=decision.approval.plugin_id if decision.approval else None,
+        env_kept=sorted(env.get("kept", {})) if env else None,
+        env_dropped=[d["key"] for d in env.get("dropped", [])] if env else None,
     )
     turn.check_aborted()
     if not decision.allowed:

@@ -113,7 +113,7 @@ def decision_of(outcome: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in _DECISION_FIELDS:
         value = getattr(outcome, name, None)
-        if value not in (None, False, [], ""):
+        if value not in (None, False, [], "") and not (name == "action" and value == "continue"):
             out[name] = list(value) if isinstance(value, list) else value
     if getattr(outcome, "outcome", None) == "block":
         out["blocked"] = True
@@ -174,3 +174,48 @@ def install_tap(host: PluginHost) -> None:
     host.dispatch = dispatch  # type: ignore[method-assign]
     host.call_sync = call_sync  # type: ignore[method-assign]
     setattr(host, _TAPPED, True)
+
+
+def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """A compact, human-readable trace: one line per hook that did something, per model
+    call and per tool call (hooks whose handlers all passed silently are folded into a
+    ``hooks:`` line)."""
+    lines: list[str] = []
+    quiet: list[str] = []
+
+    def flush() -> None:
+        if quiet:
+            lines.append("hooks: " + " > ".join(quiet))
+            quiet.clear()
+
+    for entry in entries:
+        kind, name = entry.get("kind"), entry.get("name")
+        ms = f"{entry.get('duration_ms', 0.0):.1f} ms"
+        decision = dict(entry.get("decision") or {})
+        if kind == "hook":
+            failed = [
+                f"{h['plugin_id']} {h['status']}"
+                for h in entry.get("handlers", [])
+                if h.get("status") not in ("ok", "skipped")
+            ]
+            if not decision and not failed:
+                if entry.get("handlers"):
+                    quiet.append(str(name))
+                continue
+            flush()
+            parts = [f"{k}={_short(v)}" for k, v in decision.items()]
+            parts += [f"failed: {f}" for f in failed]
+            lines.append(f"{name}: {', '.join(parts)} ({ms})")
+        else:
+            flush()
+            parts = [f"{k}={_short(v)}" for k, v in decision.items()]
+            label = "model" if kind == "model" else "tool"
+            lines.append(f"{label} {name}: {', '.join(parts) or 'ok'} ({ms})")
+    flush()
+    return lines
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list):
+        return "+".join(str(v) for v in value)
+    return str(value)
