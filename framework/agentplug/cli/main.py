@@ -332,11 +332,13 @@ def build_parser() -> argparse.ArgumentParser:
     from agentplug.api.serve import add_serve_command
     from agentplug.cli.actions import add_actions_commands
     from agentplug.cli.approvals import add_approvals_commands
+    from agentplug.cli.chat import add_chat_command
     from agentplug.plugins.manager import add_plugin_management_commands
     from agentplug.plugins.supervisor import add_supervisor_command
 
     add_actions_commands(sub)
     add_approvals_commands(sub)
+    add_chat_command(sub)
     add_serve_command(sub)
     add_plugin_management_commands(sub)
     add_supervisor_command(sub)
