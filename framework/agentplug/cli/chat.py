@@ -77,9 +77,8 @@ async def _session(args: argparse.Namespace) -> int:
     terminal = TerminalResolver()
     runner = _runner(args, terminal)
     if not args.trace:
-        _print(
-            f"agentplug chat: {runner.config.model} ({len(runner.host.plugins)} plugins); /quit ends"
-        )
+        plugins = len(runner.host.plugins)
+        _print(f"agentplug chat: {runner.config.model} ({plugins} plugins); /quit ends")
     try:
         while True:
             if not args.trace:
@@ -110,9 +109,7 @@ async def _session(args: argparse.Namespace) -> int:
             if result.reply:
                 _print(f"agent> {result.reply}")
             elif result.status == "blocked":
-                _print(
-                    f"agent> (blocked by {result.blocked_by}; the message was not sent to the model)"
-                )
+                _print(f"agent> (blocked by {result.blocked_by}; not sent to the model)")
             elif result.status == "suppressed":
                 _print("agent> (the reply was suppressed by a plugin)")
             else:
