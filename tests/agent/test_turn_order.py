@@ -560,3 +560,11 @@ def test_inbound_claim_takes_the_message_before_the_agent() -> None:
     assert result.status == "claimed" and result.reply == "paired"
     assert provider.requests == [] and "message_received" not in recorder.order
     assert sent == [{"text": "paired", "media": []}]
+
+
+def test_streamed_reply_text_reaches_on_delta_before_delivery() -> None:
+    seen: list[str] = []
+    runner, _ = make_runner(["streamed reply text"], on_delta=seen.append)
+    result = run(runner.run_turn("hi", session_key="s1"))
+    assert "".join(seen) == "streamed reply text" == result.reply
+    assert len(seen) == 3

@@ -13,13 +13,20 @@ counted per idempotency key (at most 3 per key).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
-from agentplug.agent.providers.base import ModelRequest, ModelResponse, ProviderError
+from agentplug.agent.providers.base import (
+    ModelDelta,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+)
 from agentplug.agent.toolrun import run_tool_call
 from agentplug.agent.transcript import write_message
 from agentplug.agent.turn import Turn, TurnCancelled, TurnFailed
@@ -74,6 +81,27 @@ def _telemetry(turn: Turn, call_id: str, transport: str) -> dict[str, Any]:
     }
 
 
+async def _complete(turn: Turn, provider: ModelProvider, request: ModelRequest) -> ModelResponse:
+    """``complete``, or ``stream`` forwarding deltas when the host wants them."""
+    on_delta = turn.runner.on_delta
+    stream = getattr(provider, "stream", None)
+    if on_delta is None or not callable(stream):
+        return await provider.complete(request)
+    final: ModelResponse | None = None
+    async for item in stream(request):
+        if isinstance(item, ModelDelta):
+            returned = on_delta(item.text)
+            if inspect.isawaitable(returned):
+                await returned
+        elif isinstance(item, ModelResponse):
+            final = item
+    if final is None:
+        raise ProviderError(
+            f"provider {turn.provider_name!r} streamed no final response", kind="malformed"
+        )
+    return final
+
+
 async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> ModelResponse:
     """One attempt with its hooks (see the module docstring)."""
     runner = turn.runner
@@ -108,7 +136,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> ModelRespons
     outcome, error = "ok", None
     response: ModelResponse | None = None
     try:
-        response = await abortable(turn, provider.complete(request))
+        response = await abortable(turn, _complete(turn, provider, request))
     except TurnCancelled:
         outcome = "cancelled"
         raise

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentplug_hookspecs.common import AgentContext, MessageContext
@@ -78,7 +78,8 @@ class AgentRunner:
     action of ``host.actions`` (``agent.tools.actions``). ``transcripts`` defaults to
     the host's state store. ``broker`` resolves approvals (default: none connected, so
     approvals block). ``channel(payload)`` sends replies; without one, replies are
-    returned (``TurnResult.reply``) and ``message_sent`` does not fire.
+    returned (``TurnResult.reply``) and ``message_sent`` does not fire. ``on_delta(text)``
+    receives the streamed reply text of providers that implement ``stream``.
     """
 
     def __init__(
@@ -94,6 +95,7 @@ class AgentRunner:
         channel: Channel | None = None,
         agent_id: str = "main",
         render_injections: bool = False,
+        on_delta: Callable[[str], Any] | None = None,
     ) -> None:
         self.host = host
         self.config = agent_config(config if config is not None else host.config.agent)
@@ -111,6 +113,8 @@ class AgentRunner:
         self.agent_id = agent_id
         self.render_injections = render_injections
         """Put drained injections' text into the prompt (when no plugin renders them)."""
+        self.on_delta = on_delta
+        """Receives streamed reply text (sync or async) from providers that stream."""
         self._sync: SyncAgentRunner | None = None
         install_tap(host)
 

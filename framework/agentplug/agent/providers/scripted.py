@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from agentplug.agent.providers.base import (
+    ModelDelta,
     ModelRequest,
     ModelResponse,
     ProviderError,
@@ -139,6 +140,14 @@ class ScriptedProvider:
             request_id=entry.get("request_id") or f"scripted-{index}",
             finish_reason="tool_calls" if calls else "stop",
         )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """The same response as :meth:`complete`, its text first streamed word by word."""
+        response = await self.complete(request)
+        words = response.text.split(" ")
+        for index, word in enumerate(words):
+            yield ModelDelta(word if index == len(words) - 1 else word + " ")
+        yield response
 
     def _fallback(self, request: ModelRequest, index: int) -> ModelResponse:
         if self.default is not None:
