@@ -8,22 +8,32 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentplug_hookspecs.common import AgentContext, MessageContext, ThreadId
 from agentplug_hookspecs.tools import ToolContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentplug.agent.config import AgentConfig
+from agentplug.agent.providers.base import ModelProvider
+from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord
 from agentplug.services.signals import AbortSignal
+from agentplug.services.toolcalls import ToolCallGate
 from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
-if TYPE_CHECKING:
-    from agentplug.agent.runner import AgentRunner
-
-__all__ = ["InboundMessage", "Turn", "TurnCancelled", "TurnFailed", "TurnResult", "TurnStatus"]
+__all__ = [
+    "InboundMessage",
+    "Turn",
+    "TurnCancelled",
+    "TurnFailed",
+    "TurnResult",
+    "TurnRunner",
+    "TurnStatus",
+]
 
 TurnStatus = Literal[
     "replied", "silent", "claimed", "blocked", "suppressed", "failed", "cancelled", "step_limit"
@@ -84,6 +94,25 @@ class TurnResult(BaseModel):
         return [e["name"] for e in self.trace if e.get("kind") == "hook"]
 
 
+class TurnRunner(Protocol):
+    """What the phase modules use of the runner (:class:`~agentplug.agent.AgentRunner`)."""
+
+    host: Any
+    config: AgentConfig
+    tools: ToolRegistry
+    gate: ToolCallGate
+    render_injections: bool
+    on_delta: Callable[[str], Any] | None
+
+    def provider_for(self, name: str) -> ModelProvider:
+        """The provider called ``name``."""
+        ...
+
+    async def maybe_compact(self, turn: Turn) -> bool:
+        """Compact the transcript when it passes the budget."""
+        ...
+
+
 class TurnFailed(Exception):
     """Stops a turn: ``agent_end(success=False, error=str(exc))``."""
 
@@ -96,7 +125,7 @@ class TurnCancelled(Exception):
 class Turn:
     """The working state of one turn."""
 
-    runner: AgentRunner
+    runner: TurnRunner
     run_id: str
     session: SessionRecord
     prompt: str
