@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Imported here, before pytester runs an inner session: pytester removes the modules
+# that the inner session imported, and the host's service table would keep classes of
+# the removed modules (two SessionServices classes for the rest of the run).
+import agentplug.services.sessions
+import agentplug.testing.conversation  # noqa: F401
 import pytest
 
 from tests.test_pytest_plugin import PLUGIN_ARGS
