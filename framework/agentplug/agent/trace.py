@@ -110,17 +110,22 @@ _DECISION_FIELDS = (
 
 def decision_of(outcome: Any) -> dict[str, Any]:
     """Safe decision facts of a reduced outcome (no content, no confidential reason)."""
+    # Pydantic models keep their fields in ``__dict__``: reading it avoids the (slow)
+    # attribute fallback for the fields a given outcome does not have.
+    values: dict[str, Any] = getattr(outcome, "__dict__", None) or {}
     out: dict[str, Any] = {}
     for name in _DECISION_FIELDS:
-        value = getattr(outcome, name, None)
-        if value not in (None, False, [], "") and not (name == "action" and value == "continue"):
-            out[name] = list(value) if isinstance(value, list) else value
-    if getattr(outcome, "outcome", None) == "block":
+        value = values.get(name)
+        if value in (None, False, [], "") or (name == "action" and value == "continue"):
+            continue
+        out[name] = list(value) if isinstance(value, list) else value
+    if values.get("outcome") == "block":
         out["blocked"] = True
-        out["blocked_by"] = getattr(outcome, "blocked_by", None)
-    approval = getattr(outcome, "approval", None)
-    if approval is not None and getattr(approval, "plugin_id", None):
-        out["approval_requested_by"] = approval.plugin_id
+        out["blocked_by"] = values.get("blocked_by")
+    approval = values.get("approval")
+    plugin_id = getattr(approval, "plugin_id", None) if approval is not None else None
+    if plugin_id:
+        out["approval_requested_by"] = plugin_id
     return out
 
 
