@@ -13,6 +13,12 @@ from agentplug.agent.tools import ToolCallContext
 
 from tests.agent.conftest import make_runner, run, tool_call
 
+# The recording plugin listens to the deprecated before_agent_start on purpose.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:plugin .* uses deprecated hook 'before_agent_start'"
+)
+
+
 # hook -> what the turn looks like when its only (faulty) handler fails
 SKIP = "skip"  # the failure is ignored: the turn behaves as if the handler were absent
 BLOCK_RUN = "block_run"  # fail closed: the run is blocked before the model

@@ -14,6 +14,12 @@ from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
 
 from tests.agent.conftest import Recorder, make_runner, on, run, tool_call
 
+# The recording plugin listens to the deprecated before_agent_start on purpose.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:plugin .* uses deprecated hook 'before_agent_start'"
+)
+
+
 CANARY = "CANARY-9d2e-confidential-reason"
 
 
