@@ -13,7 +13,7 @@ from agentplug.agent.tools import ToolCallContext
 
 from tests.agent.conftest import make_runner, run, tool_call
 
-# The recording plugin listens to the deprecated before_agent_start on purpose.
+# Handlers of the deprecated before_agent_start are registered on purpose here.
 pytestmark = pytest.mark.filterwarnings(
     "ignore:plugin .* uses deprecated hook 'before_agent_start'"
 )

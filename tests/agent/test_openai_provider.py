@@ -12,7 +12,7 @@ from agentplug.agent import AgentRunner
 from tests.agent.chat_server import ChatServer, chat_server
 from tests.agent.conftest import Recorder, run
 
-# The recording plugin listens to the deprecated before_agent_start on purpose.
+# Handlers of the deprecated before_agent_start are registered on purpose here.
 pytestmark = pytest.mark.filterwarnings(
     "ignore:plugin .* uses deprecated hook 'before_agent_start'"
 )

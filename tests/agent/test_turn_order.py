@@ -14,7 +14,7 @@ from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
 
 from tests.agent.conftest import Recorder, make_runner, on, run, tool_call
 
-# The recording plugin listens to the deprecated before_agent_start on purpose.
+# Handlers of the deprecated before_agent_start are registered on purpose here.
 pytestmark = pytest.mark.filterwarnings(
     "ignore:plugin .* uses deprecated hook 'before_agent_start'"
 )
