@@ -171,3 +171,28 @@ def test_the_demo_is_a_conversation_governed_by_the_example_plugins(tmp_path: Pa
         "message_sent",
     } <= set(hooks)
     assert "ana@example.org" not in json.dumps(audit)
+
+
+def test_a_turn_can_script_its_own_approval_decisions(tmp_path: Path) -> None:
+    search = {"tool_calls": [{"name": "web_search", "arguments": {"query": "q"}}]}
+    scenario = {
+        "plugins": ["tool-preflight"],
+        "approvals": {"web_search": "allow-once"},
+        "tools": [{"name": "web_search", "description": "Search", "result": "hits"}],
+        "conversation": [
+            {
+                "inbound": {"content": "search", "sender_id": "u1"},
+                "model": [search, "searched"],
+                "expect_tools": {"web_search": {"allowed": True, "approval": "allow-once"}},
+            },
+            {
+                "inbound": {"content": "search again", "sender_id": "u1"},
+                "approvals": {"web_search": "deny"},
+                "model": [search, "not allowed"],
+                "expect_tools": {"web_search": {"allowed": False, "approval": "deny"}},
+                "expect_transcript": [{"role": "tool", "is_error": True}],
+            },
+        ],
+    }
+    done = _agentplug("run", str(_write(tmp_path, scenario)), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
