@@ -574,3 +574,19 @@ def test_streamed_reply_text_reaches_on_delta_before_delivery() -> None:
     result = run(runner.run_turn("hi", session_key="s1"))
     assert "".join(seen) == "streamed reply text" == result.reply
     assert len(seen) == 3
+
+
+def test_a_failing_transcript_store_still_ends_the_turn_with_agent_end() -> None:
+    class BrokenStore:
+        def load(self, session_key: str) -> Any:
+            raise OSError("disk gone")
+
+        def save(self, record: Any) -> None:
+            raise OSError("disk gone")
+
+    recorder = Recorder()
+    runner, _ = make_runner(["ok"], recorder=recorder, transcripts=BrokenStore())
+    result = run(runner.run_turn("hi", session_key="s1"))
+    assert result.status == "failed" and "could not be saved" in (result.error or "")
+    assert recorder.order[-1] == "agent_end"
+    assert recorder.events("agent_end")[0].success is False

@@ -258,7 +258,15 @@ class AgentRunner:
         trace: TurnTrace,
     ) -> Turn:
         rid = run_id or f"run-{uuid.uuid4().hex[:12]}"
-        stored = self.transcripts.load(session_key)
+        try:
+            stored = self.transcripts.load(session_key)
+        except Exception as exc:  # a broken store starts a fresh session, never a crash
+            log.warning(
+                "agent: loading the transcript of %s failed (%s); starting a new session",
+                session_key,
+                type(exc).__name__,
+            )
+            stored = None
         record = stored if stored is not None else SessionRecord(session_key)
         budget = self.config.context_token_budget
         ctx = AgentContext(
@@ -337,7 +345,17 @@ class AgentRunner:
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             cancel_approvals()
-            self.transcripts.save(turn.session)
+            try:
+                self.transcripts.save(turn.session)
+            except Exception as exc:  # a broken store must not swallow agent_end
+                log.warning(
+                    "agent turn %s: saving the transcript of %s failed (%s)",
+                    turn.run_id,
+                    session_key,
+                    type(exc).__name__,
+                )
+                if turn.status not in ("failed", "cancelled", "blocked"):
+                    turn.status, turn.error = "failed", "the transcript could not be saved"
         success = turn.status in ("replied", "silent", "suppressed")
         duration_ms = (time.perf_counter() - started) * 1000
         await self.host.dispatch(
