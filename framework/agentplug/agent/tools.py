@@ -12,6 +12,7 @@ env): sources only describe and run tools, they never decide whether a call may 
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 import types
 import typing
@@ -38,6 +39,8 @@ __all__ = [
     "ToolSource",
     "action_schema",
 ]
+
+log = logging.getLogger("agentplug.agent")
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -145,10 +148,23 @@ class ActionToolSource:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
+        self._warned: set[str] = set()
 
     def tools(self) -> list[Tool]:
-        """One tool per registered action."""
-        return [self._tool(action) for action in self.runtime.registry.all()]
+        """One tool per registered action (names a model cannot call are left out)."""
+        found = []
+        for action in self.runtime.registry.all():
+            if not _NAME.match(action.name):
+                if action.name not in self._warned:
+                    self._warned.add(action.name)
+                    log.warning(
+                        "action %r is not offered to the model as a tool: tool names are "
+                        "1-64 letters, digits, '_' or '-' (rename it in SCREAMING_SNAKE_CASE)",
+                        action.name,
+                    )
+                continue
+            found.append(self._tool(action))
+        return found
 
     def _tool(self, action: Action) -> Tool:
         runtime = self.runtime
