@@ -1,7 +1,8 @@
 """Run every agentplug benchmark, print one table, write ``bench/results/latest.json``.
 
 ``python bench/run.py`` (or ``make bench``) runs the dispatch and discovery benchmarks and,
-when present, ``bench/bench_http.py`` and ``bench/bench_code.py`` (each imported guarded:
+when present, ``bench/bench_http.py``, ``bench/bench_code.py``, ``bench/bench_services.py``
+and ``bench/bench_agent.py`` (the turn runner's overhead per turn; each imported guarded:
 a missing or failing optional benchmark is recorded, not fatal). ``--quick`` is a short
 smoke run (fewer repeats; numbers are noisier). Exit status is 0 when the benchmarks ran,
 whether or not a target was met (the table and the JSON say which); it is 1 only when the
@@ -32,7 +33,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 CORE = ("bench_dispatch", "bench_discovery")
-OPTIONAL = ("bench_http", "bench_code", "bench_services")
+OPTIONAL = ("bench_http", "bench_code", "bench_services", "bench_agent")
 QUICK_N = 40  # request count for an optional ``run(n=...)`` benchmark under --quick
 
 
@@ -147,12 +148,25 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
                     "",
                 )
             )
+    a = results.get("bench_agent", {})
+    if a.get("status") == "ok" and isinstance(a.get("result"), dict):
+        r = a["result"]
+        rows.append(
+            (
+                "agent",
+                "turn with 10 plugins vs no plugins (scripted model, no-op tool)",
+                f"{r['plugins_ms']:.3f} vs {r['bare_ms']:.3f} ms: +{r['added_ms']:.3f} ms "
+                f"({r['ratio']:.2f}x)",
+                f"<= {r['target_added_ms']:.1f} ms added "
+                f"{'MET' if r['meets_target'] else 'MISSED'}",
+            )
+        )
     for name, entry in results.items():
         if entry.get("status") == "error":
             rows.append((name.removeprefix("bench_"), "ERROR", entry.get("error", "?"), ""))
         elif entry.get("status") == "absent":
             rows.append((name.removeprefix("bench_"), "not present", "-", ""))
-        elif name not in ("bench_dispatch", "bench_discovery", "bench_http"):
+        elif name not in ("bench_dispatch", "bench_discovery", "bench_http", "bench_agent"):
             rows.append((name.removeprefix("bench_"), "ran", f"{entry['seconds']:.1f} s", ""))
     return rows
 

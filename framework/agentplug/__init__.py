@@ -96,6 +96,19 @@ _LAZY = {
     "check_config": "agentplug.actions.config_check",
     "TerminalRuns": "agentplug.actions.builtins.comms",
     "SandboxBudget": "agentplug.sandbox",
+    "upstream_request_id_hash": "agentplug.services.modelcalls",
+    "AgentRunner": "agentplug.agent",
+    "InboundMessage": "agentplug.agent",
+    "TurnResult": "agentplug.agent",
+    "ToolRegistry": "agentplug.agent",
+    "ModelProvider": "agentplug.agent",
+    "ModelRequest": "agentplug.agent",
+    "ModelResponse": "agentplug.agent",
+    "ProviderError": "agentplug.agent",
+    "ProviderRegistry": "agentplug.agent",
+    "ScriptedProvider": "agentplug.agent",
+    "OpenAIProvider": "agentplug.agent",
+    "ReplyDispatcher": "agentplug.services.replies",
 }
 
 if TYPE_CHECKING:
@@ -112,6 +125,19 @@ if TYPE_CHECKING:
     from agentplug.actions.flow import FlowResult, run_action_flow
     from agentplug.actions.model import Action, ActionParameter, ActionResult, Message
     from agentplug.actions.registry import ActionConflictError, ActionRegistry
+    from agentplug.agent import (
+        AgentRunner,
+        InboundMessage,
+        ModelProvider,
+        ModelRequest,
+        ModelResponse,
+        OpenAIProvider,
+        ProviderError,
+        ProviderRegistry,
+        ScriptedProvider,
+        ToolRegistry,
+        TurnResult,
+    )
     from agentplug.core.config import AgentplugConfig, ConfigFileError, load_config
     from agentplug.core.datafiles import DataFileError, read_data_file
     from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
@@ -121,6 +147,8 @@ if TYPE_CHECKING:
     from agentplug.security.execenv import filter_exec_env
     from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
+    from agentplug.services.modelcalls import upstream_request_id_hash
+    from agentplug.services.replies import ReplyDispatcher
     from agentplug.store import MemoryStore, SQLiteStore
 
 
@@ -141,6 +169,7 @@ __all__ = [
     "ActionParameter",
     "ActionRegistry",
     "ActionResult",
+    "AgentRunner",
     "AgentplugConfig",
     "AgentplugError",
     "ApprovalBroker",
@@ -161,20 +190,31 @@ __all__ = [
     "HookDecl",
     "HookKind",
     "HookSignatureError",
+    "InboundMessage",
     "MemoryStore",
     "Message",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "OpenAIProvider",
     "PluginApi",
     "PluginHost",
     "PluginLoadError",
     "PluginRecord",
+    "ProviderError",
+    "ProviderRegistry",
+    "ReplyDispatcher",
     "Result",
     "SQLiteStore",
     "SSRFBlocked",
     "SSRFPolicy",
     "SandboxBudget",
+    "ScriptedProvider",
     "ScriptedResolver",
     "SyncHost",
     "TerminalRuns",
+    "ToolRegistry",
+    "TurnResult",
     "UnknownHookError",
     "__version__",
     "build_test_handler",
@@ -189,4 +229,5 @@ __all__ = [
     "read_data_file",
     "register_custom_action_live",
     "run_action_flow",
+    "upstream_request_id_hash",
 ]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from ._model import Event, FrozenList, HookModel, JsonList, JsonMap, Result
 from ._semantics import (
@@ -103,8 +104,21 @@ class HeartbeatEvent(Event):
     run_id: str | None = None
 
 
+MAX_REQUEST_ID_HASH_CHARS = 64
+"""Longest ``upstream_request_id_hash`` a model-call event accepts (hex digits only)."""
+_HASH_RE = re.compile(rf"[0-9a-f]{{1,{MAX_REQUEST_ID_HASH_CHARS}}}")
+
+
 class ModelCallEvent(Event):
-    """Sanitised model-call metadata: never prompt, history, response or headers."""
+    """Sanitised model-call metadata: never prompt, history, response or headers.
+
+    Only the documented fields are kept: anything else a host passes (prompt text,
+    response text, headers, raw request ids) is dropped before any handler runs.
+    ``upstream_request_id_hash`` must be a bounded hex digest (derive it with
+    ``agentplug.upstream_request_id_hash``), never the provider's raw id.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     run_id: str | None = None
     call_id: str | None = None
@@ -118,6 +132,17 @@ class ModelCallEvent(Event):
     context_token_budget: int | None = None
     context_window_source: str | None = None
     context_window_reference_tokens: int | None = None
+
+    @field_validator("upstream_request_id_hash")
+    @classmethod
+    def _bounded_hash(cls, value: str | None) -> str | None:
+        if value is not None and not _HASH_RE.fullmatch(value):
+            raise ValueError(
+                "upstream_request_id_hash must be a hex digest of at most "
+                f"{MAX_REQUEST_ID_HASH_CHARS} characters, never the raw provider request id: "
+                "derive it with agentplug.upstream_request_id_hash(request_id)"
+            )
+        return value
 
 
 class LlmInputEvent(Event):
@@ -198,7 +223,8 @@ class FinalizeRetry(Result):
 
     instruction: str
     idempotency_key: str | None = None
-    max_attempts: int | None = Field(default=None, ge=1, le=3)
+    max_attempts: int | None = Field(default=None, ge=1)
+    """Extra passes allowed for this key (default 1); the runtime caps it at 3 and warns."""
 
 
 class AgentFinalizeResult(Result):

@@ -18,11 +18,35 @@ TRUST_MARKERS = frozenset({"trusted_local_media", "trustedLocalMedia"})
 """Runtime trust markers that plugins may neither see nor set on reply payloads."""
 
 
+def _fill_body_for_agent(data: Any) -> Any:
+    """``body_for_agent`` defaults to ``content`` when the host gives none."""
+    if (
+        isinstance(data, dict)
+        and data.get("body_for_agent") is None
+        and data.get("bodyForAgent") is None
+    ):
+        return {**data, "body_for_agent": data.get("content", "")}
+    return data
+
+
 class InboundMessageEvent(Event):
-    """An inbound message before agent routing."""
+    """An inbound message before agent routing.
+
+    ``content`` is the channel's text, possibly wrapped in a plain-text envelope
+    (``[telegram] Ana: ...``); ``body_for_agent`` is the text meant for the agent
+    without it. Read ``body_for_agent``: parsing the envelope out of ``content`` is
+    deprecated. When the host gives no ``body_for_agent`` it equals ``content``.
+    """
 
     content: str = ""
     body_for_agent: str | None = None
+    """The message text for the agent, without the channel envelope."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _body_for_agent(cls, data: Any) -> Any:
+        return _fill_body_for_agent(data)
+
     channel: str | None = None
     sender: str | None = None
     sender_id: str | None = None
@@ -43,9 +67,16 @@ class PairingRequestedEvent(Event):
 
 
 class MessageReceivedEvent(Event):
-    """Inbound content, sender, thread and metadata."""
+    """Inbound content, sender, thread and metadata.
+
+    ``body_for_agent`` is filled as on ``inbound_claim``: the host's envelope-free text,
+    else ``content``. Parsing plain-text channel envelopes out of ``content`` is
+    deprecated; read ``body_for_agent``.
+    """
 
     content: str = ""
+    body_for_agent: str | None = None
+    """The message text for the agent, without the channel envelope."""
     sender: str | None = None
     sender_id: str | None = None
     thread_id: ThreadId | None = None
@@ -53,6 +84,11 @@ class MessageReceivedEvent(Event):
     run_id: str | None = None
     session_key: str | None = None
     metadata: JsonMap = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _body_for_agent(cls, data: Any) -> Any:
+        return _fill_body_for_agent(data)
 
 
 class MessageSendingEvent(Event):

@@ -599,7 +599,7 @@ def test_agent_finalize_first_valid_retry_kept_with_defaults() -> None:
     host.register(
         on(
             "before_agent_finalize",
-            lambda: {"action": "revise", "retry": {"instruction": "x", "max_attempts": 9}},
+            lambda: {"action": "revise", "retry": {"instruction": "x", "max_attempts": 0}},
             priority=3,
         ),
         "invalid",

@@ -129,12 +129,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     except AgentplugError as exc:
         return _error(str(exc))
 
+    from agentplug.agent.selection import language_aware_flow
+
+    try:
+        # With ``agent.model`` configured the model chooses the action and reads its
+        # parameters from plain language; without it the deterministic flow runs.
+        language = language_aware_flow(config.agent)
+    except AgentplugError as exc:
+        return _error(str(exc))
+    chooser = {"selector": language[0], "extractor": language[1]} if language else {}
+
     async def go() -> tuple[Any, list[str]]:
         host = PluginHost(config)
         host.load_installed()
         problems = await host.actions.load()
         try:
-            flow = await host.actions.run(Message(text=args.message, room_id=args.room))
+            flow = await host.actions.run(Message(text=args.message, room_id=args.room), **chooser)
         finally:
             await host.aclose(1.0)
         return flow, problems

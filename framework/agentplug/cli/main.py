@@ -43,14 +43,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = checked.scenario
     host = build_host(scenario)  # module: plugins import from the scenario's directory
     preflight(host, checked, source=args.scenario)  # unknown hooks, invalid events
-    reports = asyncio.run(
-        run_checked(checked, host, source=args.scenario, interactive=sys.stdin.isatty())
+    interactive = sys.stdin.isatty()
+    reports = (
+        asyncio.run(run_checked(checked, host, source=args.scenario, interactive=interactive))
+        if scenario.steps
+        else []
     )
+    turns: list[Any] = []
+    if scenario.conversation:
+        from agentplug.testing.conversation import run_conversation_checked
+
+        turns = asyncio.run(
+            run_conversation_checked(scenario, host, source=args.scenario, interactive=interactive)
+        )
     failures = check(checked, reports)
+    if turns:
+        from agentplug.testing.conversation import check_conversation, turn_has_expectations
+
+        failures += check_conversation(scenario, turns)
+    expectations = checked.has_expectations or (
+        bool(turns) and any(turn_has_expectations(t) for t in scenario.conversation)
+    )
     if args.json:
         for report in reports:
             print(json.dumps(report.model_dump(mode="json"), default=str))
-        if checked.has_expectations:
+        for turn in turns:
+            print(json.dumps(turn.to_json(), default=str))
+        if expectations:
             summary = {"passed": not failures, "failures": failures_as_json(failures)}
             print(json.dumps({"expectations": summary}, default=str))
         return 1 if failures else 0
@@ -74,12 +93,29 @@ def cmd_run(args: argparse.Namespace) -> int:
             resolution, reason = report.approval["resolution"], report.approval["reason"]
             print(f"  approval: {resolution} -> {verdict}: {reason}")
         print()
+    if turns:
+        from agentplug.agent.trace import summary_lines
+
+        for turn, report in zip(scenario.conversation, turns, strict=False):
+            title = f" - {turn.name}" if turn.name else ""
+            print(f"turn {report.index + 1}{title}")
+            for line in summary_lines(report.result.trace):
+                print(f"  {line}")
+            result = report.result
+            print(f"  => {result.status} (success={result.success}): {result.reply!r}")
+            print()
+    total = len(reports) + len(turns)
     if failures:
-        print(render_failures(Path(args.scenario).name, len(reports), failures))
+        print(render_failures(Path(args.scenario).name, total, failures))
         return 1
-    if checked.has_expectations:
+    if expectations:
         count = sum(e.checks_something for e in checked.expectations)
-        print(f"expectations: all met ({count} step{'s' if count != 1 else ''} checked)")
+        what = f"{count} step{'s' if count != 1 else ''}"
+        if turns:
+            checked_turns = sum(turn_has_expectations(t) for t in scenario.conversation)
+            turn_text = f"{checked_turns} turn{'s' if checked_turns != 1 else ''}"
+            what = turn_text if not count else f"{what}, {turn_text}"
+        print(f"expectations: all met ({what} checked)")
     return 0
 
 
@@ -300,11 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
     from agentplug.api.serve import add_serve_command
     from agentplug.cli.actions import add_actions_commands
     from agentplug.cli.approvals import add_approvals_commands
+    from agentplug.cli.chat import add_chat_command
     from agentplug.plugins.manager import add_plugin_management_commands
     from agentplug.plugins.supervisor import add_supervisor_command
 
     add_actions_commands(sub)
     add_approvals_commands(sub)
+    add_chat_command(sub)
     add_serve_command(sub)
     add_plugin_management_commands(sub)
     add_supervisor_command(sub)

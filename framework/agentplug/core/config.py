@@ -107,6 +107,8 @@ class AgentplugConfig(BaseModel):
     actions: dict[str, Any] = Field(default_factory=dict)
     """Built-in action settings: ``disabled`` names and per-action sections."""
     custom_actions: list[Any] = Field(default_factory=list)
+    agent: dict[str, Any] = Field(default_factory=dict)
+    """The turn runner's settings (validated by ``agentplug.agent.config``)."""
 
     def entry(self, plugin_id: str) -> PluginEntry:
         """The entry of ``plugin_id`` (defaults when the operator wrote none)."""

@@ -8,6 +8,7 @@ reducer; a genuinely new combination rule is one new class registered here.
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any, TypeVar
 
 from agentplug_hookspecs import (
@@ -34,7 +35,12 @@ from agentplug_hookspecs.tools import (
 
 from agentplug.core.services import outcome_filter
 
-__all__ = ["Reducer", "reducer_for"]
+__all__ = ["MAX_FINALIZE_ATTEMPTS", "Reducer", "reducer_for"]
+
+log = logging.getLogger("agentplug.host")
+
+MAX_FINALIZE_ATTEMPTS = 3
+"""The most extra model passes one ``before_agent_finalize`` retry may ask for."""
 
 
 _new = object.__new__
@@ -406,8 +412,18 @@ class AgentFinalizeReducer(Reducer):
                     retry.idempotency_key
                     or hashlib.sha256(retry.instruction.encode("utf-8")).hexdigest()[:16]
                 )
+                wanted = retry.max_attempts or 1
+                if wanted > MAX_FINALIZE_ATTEMPTS:
+                    log.warning(
+                        "hook before_agent_finalize: plugin %s asked for max_attempts=%d; "
+                        "capped at %d (the most a retry may ask for)",
+                        plugin_id,
+                        wanted,
+                        MAX_FINALIZE_ATTEMPTS,
+                    )
+                    wanted = MAX_FINALIZE_ATTEMPTS
                 self.retry = retry.model_copy(
-                    update={"idempotency_key": key, "max_attempts": retry.max_attempts or 1}
+                    update={"idempotency_key": key, "max_attempts": wanted}
                 )
         return False
 

@@ -195,6 +195,8 @@ class ToolCallGate:
             if env_outcome is None:
                 env_outcome = await self.exec_env(cx.session_key, kind, cx)
             metadata["exec_env"] = exec_env_metadata(env_outcome, kind, cx.session_key)
+        if approval is not None:
+            self._warn_deprecated_fields(approval)
         if approval is None:
             return self._done(
                 ev,
@@ -232,6 +234,21 @@ class ToolCallGate:
                 metadata=metadata,
             ),
         )
+
+    def _warn_deprecated_fields(self, approval: ApprovalRequest) -> None:
+        """Warn (once per plugin) about ``timeout_behavior``: accepted, ignored."""
+        if approval.timeout_behavior is None or not approval.plugin_id:
+            return
+        for record in self.host.plugins:
+            if record.plugin_id == approval.plugin_id:
+                self.host._warn_once(
+                    record,
+                    "approval.timeout_behavior",
+                    f"plugin {record.plugin_id!r} sets deprecated require_approval."
+                    "timeout_behavior (ignored: an unresolved approval is a deny); use "
+                    "require_approval.timeout_ms to bound the wait instead",
+                )
+                return
 
     def _done(self, event: ToolCallEvent, decision: ToolCallDecision) -> ToolCallDecision:
         self.audit.append(

@@ -33,6 +33,7 @@ from agentplug_hookspecs.messages import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentplug.core.dispatch import HandlerReport
+from agentplug.core.reducers import MAX_FINALIZE_ATTEMPTS
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -47,6 +48,7 @@ __all__ = [
     "RunGuard",
     "TranscriptRecord",
     "guard_run",
+    "notify_sent",
     "prepare_turn",
     "send_message",
     "send_message_legacy",
@@ -58,7 +60,6 @@ log = logging.getLogger("agentplug.turns")
 DEFAULT_BLOCK_MESSAGE = "This message was blocked by a policy and was not sent to the model."
 """Transcript text of a blocked run whose blocking plugin gave no ``message``."""
 CANCELLED_BY_MESSAGE_SENDING_HOOK = "cancelled_by_message_sending_hook"
-MAX_FINALIZE_ATTEMPTS = 3
 
 
 def _context(
@@ -119,6 +120,7 @@ async def prepare_turn(
     *,
     run_id: str | None = None,
     render_injections: bool = False,
+    between: Callable[[], Awaitable[Any]] | None = None,
 ) -> PreparedTurn:
     """Drain injections, run ``agent_turn_prepare`` then ``before_prompt_build``.
 
@@ -129,6 +131,9 @@ async def prepare_turn(
     ``render_injections=True`` makes the runtime itself put each injection's text into
     the prepend/append context (for hosts with no plugin consuming them); leave it off
     when a plugin such as ``prompt-context`` renders them, or they appear twice.
+
+    ``between`` is awaited after ``agent_turn_prepare`` and before ``before_prompt_build``
+    (the turn runner resolves the model there: ``before_model_resolve``).
     """
     cx = _context(ctx, AgentContext, session_key=session_key, run_id=run_id)
     injections = host.sessions.drain_injections(session_key)
@@ -137,6 +142,8 @@ async def prepare_turn(
         {"prompt": prompt, "messages": messages, "injections": injections, "run_id": run_id},
         cx,
     )
+    if between is not None:
+        await between()
     built = await host.dispatch(
         "before_prompt_build", {"prompt": prompt, "messages": messages, "run_id": run_id}, cx
     )
@@ -299,6 +306,8 @@ class DeliveryResult(BaseModel):
     error: str | None = None
     receipt: Any = None
     changed_by: list[str] = Field(default_factory=list)
+    payload: dict[str, Any] | None = None
+    """The reply payload handed to the channel (reply dispatcher deliveries only)."""
 
     @property
     def suppressed(self) -> bool:
@@ -355,18 +364,28 @@ async def send_message(
             receipt=receipt,
             changed_by=outcome.changed_by,
         )
+    await notify_sent(host, delivery, base, ctx)
+    return delivery
+
+
+async def notify_sent(
+    host: PluginHost,
+    delivery: DeliveryResult,
+    event: Mapping[str, Any],
+    ctx: MessageContext | Mapping[str, Any] | None = None,
+) -> None:
+    """Dispatch ``message_sent`` for a finished delivery (its handlers change nothing)."""
     await host.dispatch(
         "message_sent",
         {
-            "content": outcome.content,
-            "to": base.get("to"),
-            "channel": base.get("channel"),
+            "content": delivery.content or "",
+            "to": event.get("to"),
+            "channel": event.get("channel"),
             "success": delivery.status == "delivered",
             "error": delivery.error,
         },
         ctx,
     )
-    return delivery
 
 
 async def send_message_legacy(

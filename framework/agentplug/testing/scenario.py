@@ -8,6 +8,10 @@
  "steps": [{"hook": "before_tool_call", "event": {...}, "ctx": {...},
             "expect": {...}, "expect_handlers": {...}, "expect_approval": {...}}]}
 ```
+A scenario may also script whole conversations (``conversation``, ``tools``, ``agent``:
+see :mod:`agentplug.testing.conversation_model`): each turn runs through the real
+:class:`~agentplug.agent.AgentRunner` with the scripted model provider.
+
 Entry-point names load installed plugins; ``module:`` paths import local plugins
 (registered as bundled: the host loads them itself). While they are imported, the
 directory of the scenario file is put first on ``sys.path`` (and removed afterwards, like
@@ -50,6 +54,7 @@ from agentplug.services.approvals import (
     ScriptedResolver,
     TerminalResolver,
 )
+from agentplug.testing.conversation_model import ConversationTurn, ScenarioTool
 
 __all__ = [
     "HandlerExpectation",
@@ -148,6 +153,12 @@ class Scenario(_Model):
     plugins: list[str | PluginRef] = Field(default_factory=list)
     approvals: dict[str, Any] | list[str] | None = None
     steps: list[ScenarioStep] = Field(default_factory=list)
+    agent: dict[str, Any] = Field(default_factory=dict)
+    """Runner settings of the conversation (merged over ``config.agent``)."""
+    tools: list[ScenarioTool] = Field(default_factory=list)
+    """Scripted tools offered to the model (besides the actions)."""
+    conversation: list[ConversationTurn] = Field(default_factory=list)
+    """Whole turns through the agent runner (after the ``steps``, if any)."""
     _path: Path | None = PrivateAttr(default=None)
 
     @property

@@ -41,7 +41,7 @@ class ScenarioFile(pytest.File):
 
 
 class ScenarioItem(pytest.Item):
-    """Runs a scenario file through ``build_host`` / ``run_scenario`` and checks it."""
+    """Runs a scenario file (its steps, then its conversation) and checks it."""
 
     def __init__(self, *, spec: CheckedScenario, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -72,13 +72,24 @@ class ScenarioItem(pytest.Item):
             preflight(host, self.spec)
         except ScenarioError as exc:
             raise _ScenarioBroken(str(exc)) from None
+        scenario = self.spec.scenario
         try:
-            reports = asyncio.run(run_checked(self.spec, host))
+            reports = asyncio.run(run_checked(self.spec, host)) if scenario.steps else []
+            turns = []
+            if scenario.conversation:
+                from agentplug.testing.conversation import run_conversation_checked
+
+                turns = asyncio.run(run_conversation_checked(scenario, host))
         except ScenarioRunError as exc:
             raise _ScenarioBroken(exc.detail) from exc.__cause__
         failures = check(self.spec, reports)
+        if turns:
+            from agentplug.testing.conversation import check_conversation
+
+            failures += check_conversation(scenario, turns)
         if failures:
-            raise ScenarioFailure(render_failures(self.path.name, len(reports), failures))
+            total = len(reports) + len(turns)
+            raise ScenarioFailure(render_failures(self.path.name, total, failures))
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None

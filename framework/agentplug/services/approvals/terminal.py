@@ -117,6 +117,12 @@ class TerminalResolver:
         except (OSError, ValueError):
             pass
 
+    async def read_line(self) -> str | None:
+        """Read one line through the same reader as the approval prompts (``None`` at
+        end of input): a terminal program (``agentplug chat``) reads its own input here so
+        that an approval answer and the next message never race for the same line."""
+        return await self._read_line()
+
     async def _read_line(self) -> str | None:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[str | None] = loop.create_future()

@@ -1,0 +1,83 @@
+"""The ``agent`` section of the operator config.
+
+```yaml
+agent:
+  model: openai/gpt-4o-mini      # "<provider>/<model>"; default scripted/default
+  system_prompt: You are a helpful assistant.
+  max_steps: 8                   # model calls per turn (tool loops included)
+  context_token_budget: 32000    # compaction starts when the transcript passes it
+  compaction_keep_messages: 6    # recent messages kept verbatim after a compaction
+  deliver_timeout_ms: 15000      # default budget of a before-deliver stage
+  tools:
+    actions: true                # every registered action becomes a tool
+  providers:
+    openai: {base_url: http://127.0.0.1:11434/v1, api_key_env: OPENAI_API_KEY}
+    scripted: {responses: ["Hello!"], file: replies.json}
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from agentplug.core.errors import ConfigError
+
+__all__ = ["AgentConfig", "AgentToolsConfig", "agent_config"]
+
+DEFAULT_MODEL = "scripted/default"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class AgentToolsConfig(_Strict):
+    """``agent.tools``."""
+
+    actions: bool = True
+    """Offer every registered action (built-in, plugin, custom) to the model as a tool."""
+    exclude: list[str] = Field(default_factory=list)
+    """Tool names never offered to the model."""
+
+
+class AgentConfig(_Strict):
+    """``agent``: the turn runner's settings (see the module docstring)."""
+
+    model: str = DEFAULT_MODEL
+    """``"<provider>/<model>"``; ``before_model_resolve`` may override either part."""
+    system_prompt: str | None = None
+    max_steps: int = Field(default=8, ge=1, le=100)
+    """Model calls per turn before the runner stops the tool loop."""
+    context_token_budget: int | None = Field(default=None, gt=0)
+    """Token budget of the transcript; compaction runs when it is passed."""
+    compaction_keep_messages: int = Field(default=6, ge=0)
+    deliver_timeout_ms: int = Field(default=15_000, gt=0, le=600_000)
+    """Default budget of each before-deliver stage of the reply dispatcher."""
+    tools: AgentToolsConfig = Field(default_factory=AgentToolsConfig)
+    providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Options per provider name (``openai``, ``scripted``, third-party names)."""
+
+
+def agent_config(
+    raw: Mapping[str, Any] | AgentConfig | None, source: str | None = None
+) -> AgentConfig:
+    """Validate the ``agent`` section; a :class:`ConfigError` names every bad key."""
+    if isinstance(raw, AgentConfig):
+        return raw
+    try:
+        return AgentConfig.model_validate(dict(raw or {}))
+    except ValidationError as exc:
+        issues = []
+        for err in exc.errors():
+            key = "agent." + ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                issues.append((key, "unknown key (see docs/agent-runtime.md for the keys)"))
+            else:
+                issues.append((key, err["msg"]))
+        raise ConfigError(issues, source) from None

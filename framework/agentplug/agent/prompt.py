@@ -1,0 +1,173 @@
+"""Turn phases before the model: session start, prompt hooks, the run guard.
+
+Order (HOOKS.md, issue "agent runtime"): session start when new, drain of the next-turn
+injections, ``agent_turn_prepare``, ``before_model_resolve``, ``before_prompt_build``
+(and the deprecated ``before_agent_start``), ``before_agent_run``, ``before_agent_reply``,
+then ``heartbeat_prompt_contribution`` on heartbeat turns only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentplug_hookspecs.agent import AgentRunEvent
+
+from agentplug.agent.providers import split_model
+from agentplug.agent.transcript import write_message
+from agentplug.agent.turn import Turn
+from agentplug.services.toolresults import strip_details
+from agentplug.services.turns import guard_run, prepare_turn
+
+__all__ = ["build_prompt", "claim_reply", "guard", "heartbeat", "start_session"]
+
+
+def _join(*parts: str | None) -> str | None:
+    joined = "\n\n".join(p for p in parts if p)
+    return joined or None
+
+
+async def start_session(turn: Turn) -> None:
+    """``session_start`` (reason ``new``) for a session the store did not know."""
+    if not turn.new_session:
+        return
+    await turn.host.dispatch(
+        "session_start",
+        {
+            "session_key": turn.session.session_key,
+            "session_id": turn.session.session_id,
+            "reason": "new",
+        },
+        {
+            "agent_id": turn.ctx.agent_id,
+            "session_key": turn.session.session_key,
+            "session_id": turn.session.session_id,
+            "channel": turn.ctx.channel,
+        },
+    )
+
+
+async def build_prompt(turn: Turn) -> None:
+    """Injections, ``agent_turn_prepare``, model resolution, the prompt hooks."""
+    host = turn.host
+    history = strip_details(turn.session.messages)
+    default_provider, default_model = split_model(turn.runner.config.model)
+    turn.provider_name, turn.model = default_provider, default_model
+    attachments = turn.inbound.attachments if turn.inbound is not None else []
+
+    async def resolve_model() -> None:
+        result = await host.dispatch(
+            "before_model_resolve",
+            {"prompt": turn.prompt, "attachments": attachments, "run_id": turn.run_id},
+            turn.ctx,
+        )
+        _apply_model_override(turn, result.outcome)
+
+    prepared = await prepare_turn(
+        host,
+        turn.session.session_key,
+        turn.prompt,
+        history,
+        turn.ctx,
+        run_id=turn.run_id,
+        render_injections=turn.runner.render_injections,
+        between=resolve_model,
+    )
+    base_system = turn.runner.config.system_prompt
+    system = prepared.final_system_prompt(base_system)
+    user = prepared.final_prompt
+    legacy = await host.dispatch(
+        "before_agent_start",
+        {
+            "prompt": turn.prompt,
+            "messages": history,
+            "attachments": attachments,
+            "run_id": turn.run_id,
+        },
+        turn.ctx,
+    )
+    old = legacy.outcome
+    if legacy.records:
+        _apply_model_override(turn, old, only_if_default=True)
+        if old.system_prompt is not None and prepared.system_prompt is None:
+            system = _join(
+                prepared.prepend_system_context, old.system_prompt, prepared.append_system_context
+            )
+        system = _join(old.prepend_system_context, system, old.append_system_context)
+        user = _join(old.prepend_context, user, old.append_context) or ""
+    turn.system_prompt = system
+    turn.user_prompt = user
+
+
+def _apply_model_override(turn: Turn, outcome: Any, *, only_if_default: bool = False) -> None:
+    provider = getattr(outcome, "provider_override", None)
+    model = getattr(outcome, "model_override", None)
+    if only_if_default and turn.model_overridden:
+        return
+    if provider:
+        turn.provider_name = provider
+    if model:
+        if "/" in model and not provider:
+            turn.provider_name, turn.model = split_model(model, turn.provider_name)
+        else:
+            turn.model = model
+    if provider or model:
+        turn.model_overridden = True
+
+
+async def guard(turn: Turn) -> bool:
+    """``before_agent_run``; on a block, only the replacement message is written.
+
+    The user's text is not kept and the blocking plugin's reason goes nowhere: not in the
+    transcript, the trace, the logs or the turn result.
+    """
+    event = AgentRunEvent(
+        prompt=turn.user_prompt,
+        messages=strip_details(turn.session.messages),
+        system_prompt=turn.system_prompt,
+        run_id=turn.run_id,
+    )
+    verdict = await guard_run(turn.host, event, turn.ctx)
+    if verdict.allowed:
+        return True
+    assert verdict.record is not None
+    write_message(turn.host, turn.session, verdict.record.model_dump(), turn.tool_ctx)
+    turn.status = "blocked"
+    turn.blocked_by = verdict.blocked_by
+    turn.error = "blocked by before_agent_run"
+    return False
+
+
+async def claim_reply(turn: Turn) -> bool:
+    """``before_agent_reply``: ``True`` when a plugin answered instead of the model."""
+    result = await turn.host.dispatch(
+        "before_agent_reply",
+        {
+            "prompt": turn.user_prompt,
+            "messages": strip_details(turn.session.messages),
+            "run_id": turn.run_id,
+        },
+        turn.ctx,
+    )
+    outcome = result.outcome
+    if not outcome.handled:
+        return False
+    reply = outcome.reply
+    text = None if reply is None else (reply if isinstance(reply, str) else str(reply))
+    turn.reply = text
+    turn.status = "replied" if text else "silent"
+    return True
+
+
+async def heartbeat(turn: Turn) -> None:
+    """``heartbeat_prompt_contribution`` (heartbeat turns only): context around the prompt."""
+    if not turn.heartbeat:
+        return
+    result = await turn.host.dispatch(
+        "heartbeat_prompt_contribution",
+        {"prompt": turn.user_prompt, "run_id": turn.run_id},
+        turn.ctx,
+    )
+    outcome = result.outcome
+    turn.user_prompt = (
+        _join(outcome.prepend_context, turn.user_prompt, outcome.append_context) or ""
+    )

@@ -1,0 +1,138 @@
+"""The model-provider interface: messages, tool schemas and options in; a reply out.
+
+A provider is any object with a ``name`` and an async :meth:`ModelProvider.complete`.
+It receives a :class:`ModelRequest` (the chat messages in the OpenAI-style shape every
+OpenAI-compatible server speaks, the tool schemas and per-call options) and returns a
+:class:`ModelResponse`: the text, the tool calls, the usage and the provider's request
+id. Streaming is optional: a provider that implements ``stream`` yields
+:class:`ModelDelta` chunks and the runner forwards them to the host's ``on_delta``.
+
+Failures are :class:`ProviderError`: one line naming the provider, what went wrong and
+what to do. The runner turns them into a failed attempt (no ``llm_output``) and a failed
+turn (``agent_end(success=False)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from agentplug.core.errors import AgentplugError
+
+__all__ = [
+    "ModelDelta",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "ProviderError",
+    "StreamingProvider",
+    "ToolCall",
+    "ToolSchema",
+]
+
+
+class ProviderError(AgentplugError):
+    """A provider call failed (HTTP error, timeout, malformed body, bad config).
+
+    ``kind`` is a short machine-readable class: ``http``, ``timeout``, ``malformed``,
+    ``config``, ``connection``, ``scripted``.
+    """
+
+    def __init__(self, message: str, *, kind: str = "error", status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ToolSchema:
+    """A tool offered to the model: name, description and a JSON schema of its input."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_openai(self) -> dict[str, Any]:
+        """The chat-completions ``tools[]`` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for: its id, the tool name and the arguments."""
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    raw_arguments: str | None = None
+    """The provider's argument text when it was not a JSON object (reported to the model)."""
+
+
+@dataclass
+class ModelRequest:
+    """What one provider call receives.
+
+    ``messages`` are ``{"role": "system"|"user"|"assistant"|"tool", "content": ...}``
+    dicts (assistant messages may carry ``tool_calls``, tool messages ``tool_call_id``);
+    tool result ``details`` are stripped before they get here.
+    """
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolSchema] = field(default_factory=list)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelResponse:
+    """What one provider call returned."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    request_id: str | None = None
+    """The provider's request id (hashed before any hook sees it)."""
+    finish_reason: str | None = None
+
+    @property
+    def has_output(self) -> bool:
+        """Whether the attempt produced anything (text or tool calls)."""
+        return bool(self.text) or bool(self.tool_calls)
+
+
+@dataclass(frozen=True)
+class ModelDelta:
+    """A streamed chunk of reply text."""
+
+    text: str
+
+
+@runtime_checkable
+class ModelProvider(Protocol):
+    """The interface every model provider implements."""
+
+    name: str
+    """The provider id used in ``agent.model: "<name>/<model>"``."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Run one model call; raise :class:`ProviderError` on failure."""
+        ...
+
+
+@runtime_checkable
+class StreamingProvider(ModelProvider, Protocol):
+    """A provider that can also stream: deltas first, then the final response."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """Yield :class:`ModelDelta` chunks, then exactly one :class:`ModelResponse`."""
+        ...

@@ -1,0 +1,437 @@
+"""``AgentRunner``: one call runs a whole agent turn through every hook, in order.
+
+```python
+runner = AgentRunner(host, provider=ScriptedProvider(["Hello!"]))
+result = await runner.handle_inbound(InboundMessage(content="hi", sender_id="u1"))
+result = runner.sync.handle_inbound({"content": "hi"})      # hosts without a loop
+```
+
+The order (docs/agent-runtime.md has the diagram): ``inbound_claim``,
+``message_received`` (with ``body_for_agent``), ``session_start`` for a new session, the
+next-turn injections drained, ``agent_turn_prepare``, ``before_model_resolve``,
+``before_prompt_build`` (and the deprecated ``before_agent_start``), ``before_agent_run``,
+``before_agent_reply``, ``heartbeat_prompt_contribution`` (heartbeat turns only), the
+model loop (:mod:`~agentplug.agent.model_loop`: ``llm_input``, ``model_call_started``,
+the provider, ``model_call_ended``, ``llm_output``; tool calls through the gate,
+``after_tool_call``, ``tool_result_persist``, ``before_message_write``), compaction
+when the transcript passes the budget, ``before_agent_finalize``, delivery
+(``message_sending``, ``reply_payload_sending``, before-deliver stages, the channel,
+``message_sent``), and last ``agent_end`` with success, duration and run id, whatever
+happened. Hook failures follow each hook's failure policy (the dispatcher applies it);
+a provider or tool failure ends the turn with ``agent_end(success=False)``; an aborted
+signal cancels the run's pending approvals and ends it the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentplug_hookspecs.common import AgentContext, MessageContext
+from agentplug_hookspecs.tools import ToolContext
+
+from agentplug.agent import compaction, prompt
+from agentplug.agent.config import AgentConfig, agent_config
+from agentplug.agent.model_loop import model_loop
+from agentplug.agent.providers import ProviderRegistry
+from agentplug.agent.providers.base import ModelProvider
+from agentplug.agent.tools import ToolRegistry
+from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
+from agentplug.agent.transcript import (
+    SessionRecord,
+    StateStoreTranscripts,
+    TranscriptStore,
+    write_message,
+)
+from agentplug.agent.turn import InboundMessage, Turn, TurnCancelled, TurnFailed, TurnResult
+from agentplug.services.approvals import ApprovalBroker
+from agentplug.services.replies import Channel, ReplyDispatcher
+from agentplug.services.signals import AbortSignal
+from agentplug.services.toolcalls import ToolCallGate
+from agentplug.services.toolresults import strip_details
+
+if TYPE_CHECKING:
+    from agentplug.core.host import PluginHost
+
+__all__ = ["AgentRunner", "SyncAgentRunner"]
+
+log = logging.getLogger("agentplug.agent")
+T = TypeVar("T")
+
+
+def _session_key(agent_id: str, message: InboundMessage) -> str:
+    if message.session_key:
+        return message.session_key
+    peer = message.chat_id or message.sender_id or "main"
+    return f"agent:{agent_id}:{message.channel or 'direct'}:{peer}"
+
+
+class AgentRunner:
+    """Runs agent turns on a host (see the module docstring).
+
+    ``provider``: the model provider of the configured provider name (``agent.model``);
+    other names resolve through ``providers`` (a :class:`ProviderRegistry` built from
+    ``agent.providers`` when not given). ``tools`` defaults to a registry offering every
+    action of ``host.actions`` (``agent.tools.actions``). ``transcripts`` defaults to
+    the host's state store. ``broker`` resolves approvals (default: none connected, so
+    approvals block). ``channel(payload)`` sends replies; without one, replies are
+    returned (``TurnResult.reply``) and ``message_sent`` does not fire. ``on_delta(text)``
+    receives the streamed reply text of providers that implement ``stream``.
+    """
+
+    def __init__(
+        self,
+        host: PluginHost,
+        provider: ModelProvider | None = None,
+        tools: ToolRegistry | None = None,
+        transcripts: TranscriptStore | None = None,
+        *,
+        config: AgentConfig | Mapping[str, Any] | None = None,
+        providers: ProviderRegistry | None = None,
+        broker: ApprovalBroker | None = None,
+        channel: Channel | None = None,
+        agent_id: str = "main",
+        render_injections: bool = False,
+        on_delta: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.host = host
+        self.config = agent_config(config if config is not None else host.config.agent)
+        self.providers = providers or ProviderRegistry(self.config.providers)
+        if provider is not None:
+            self.providers.register(getattr(provider, "name", "scripted"), provider)
+        self._default_provider = provider
+        self._own_tools = tools is None
+        self.tools = tools if tools is not None else ToolRegistry()
+        self._actions_loaded = not (self._own_tools and self.config.tools.actions)
+        self.transcripts = transcripts or StateStoreTranscripts(host.store)
+        self.gate = ToolCallGate(host, broker)
+        self.replies = ReplyDispatcher(host, default_timeout_ms=self.config.deliver_timeout_ms)
+        self.channel = channel
+        self.agent_id = agent_id
+        self.render_injections = render_injections
+        """Put drained injections' text into the prompt (when no plugin renders them)."""
+        self.on_delta = on_delta
+        """Receives streamed reply text (sync or async) from providers that stream."""
+        self._sync: SyncAgentRunner | None = None
+        install_tap(host)
+
+    # -- wiring -------------------------------------------------------------------------
+
+    @property
+    def broker(self) -> ApprovalBroker:
+        """The approval broker of the tool-call gate."""
+        return self.gate.broker
+
+    def append_before_deliver(self, handler: Any, *, timeout_ms: int | None = None) -> None:
+        """Add a before-deliver stage to the reply dispatcher (15 s budget by default)."""
+        self.replies.append_before_deliver(handler, timeout_ms=timeout_ms)
+
+    def provider_for(self, name: str) -> ModelProvider:
+        """The provider called ``name`` (``ProviderError`` when unknown)."""
+        return self.providers.get(name)
+
+    async def _ensure_tools(self) -> None:
+        if self._actions_loaded:
+            return
+        self._actions_loaded = True
+        problems = await self.host.actions.load()
+        for problem in problems:
+            log.warning("actions: %s", problem)
+        self.tools.add_actions(self.host.actions)
+
+    async def maybe_compact(self, turn: Turn) -> bool:
+        """Compact ``turn``'s transcript when it passes the budget (model loop hook)."""
+        return await compaction.compact(turn)
+
+    @property
+    def sync(self) -> SyncAgentRunner:
+        """The blocking facade (runs on the host's private loop, like ``host.sync``)."""
+        if self._sync is None:
+            self._sync = SyncAgentRunner(self)
+        return self._sync
+
+    # -- entry points ---------------------------------------------------------------------
+
+    async def handle_inbound(
+        self, message: InboundMessage | Mapping[str, Any], *, signal: AbortSignal | None = None
+    ) -> TurnResult:
+        """Route one inbound message: ``inbound_claim``, ``message_received``, the turn."""
+        msg = (
+            message
+            if isinstance(message, InboundMessage)
+            else InboundMessage.model_validate(message)
+        )
+        trace = TurnTrace()
+        token = bind_trace(trace)
+        try:
+            session_key = _session_key(self.agent_id, msg)
+            msg_ctx = self._message_ctx(msg, session_key, None)
+            event = {
+                "content": msg.content,
+                "body_for_agent": msg.text,
+                "channel": msg.channel,
+                "sender": msg.sender,
+                "sender_id": msg.sender_id,
+                "thread_id": msg.thread_id,
+                "message_id": msg.message_id,
+                "metadata": msg.metadata,
+            }
+            claim = await self.host.dispatch("inbound_claim", event, msg_ctx)
+            if claim.outcome.handled:
+                return await self._claimed(msg, session_key, claim.outcome, trace)
+            await self.host.dispatch(
+                "message_received", {**event, "session_key": session_key}, msg_ctx
+            )
+        finally:
+            unbind_trace(token)
+        return await self.run_turn(
+            msg.text, session_key=session_key, inbound=msg, signal=signal, trace=trace
+        )
+
+    async def _claimed(
+        self, msg: InboundMessage, session_key: str, outcome: Any, trace: TurnTrace
+    ) -> TurnResult:
+        reply = outcome.reply if isinstance(outcome.reply, str) else None
+        delivery = None
+        if reply:
+            delivery = await self.replies.deliver(
+                reply,
+                self._message_ctx(msg, session_key, None),
+                channel=self.channel,
+                channel_name=msg.channel,
+                to=msg.sender_id,
+            )
+        return TurnResult(
+            run_id="",
+            session_key=session_key,
+            status="claimed",
+            success=True,
+            reply=delivery.content if delivery is not None else reply,
+            delivery=delivery,
+            trace=trace.to_json(),
+        )
+
+    def _message_ctx(
+        self, msg: InboundMessage | None, session_key: str, run_id: str | None
+    ) -> MessageContext:
+        return MessageContext(
+            session_key=session_key,
+            run_id=run_id,
+            message_id=msg.message_id if msg else None,
+            sender_id=msg.sender_id if msg else None,
+            channel=msg.channel if msg else None,
+            thread_id=msg.thread_id if msg else None,
+        )
+
+    async def run_turn(
+        self,
+        prompt_text: str,
+        *,
+        session_key: str,
+        inbound: InboundMessage | None = None,
+        heartbeat: bool = False,
+        signal: AbortSignal | None = None,
+        run_id: str | None = None,
+        trace: TurnTrace | None = None,
+    ) -> TurnResult:
+        """Run one turn for a message the host already routed (see the module docstring)."""
+        trace = trace if trace is not None else TurnTrace()
+        token = bind_trace(trace)
+        try:
+            return await self._run(
+                prompt_text, session_key, inbound, heartbeat, signal, run_id, trace
+            )
+        finally:
+            unbind_trace(token)
+
+    def _turn(
+        self,
+        prompt_text: str,
+        session_key: str,
+        inbound: InboundMessage | None,
+        heartbeat: bool,
+        signal: AbortSignal | None,
+        run_id: str | None,
+        trace: TurnTrace,
+    ) -> Turn:
+        rid = run_id or f"run-{uuid.uuid4().hex[:12]}"
+        try:
+            stored = self.transcripts.load(session_key)
+        except Exception as exc:  # a broken store starts a fresh session, never a crash
+            log.warning(
+                "agent: loading the transcript of %s failed (%s); starting a new session",
+                session_key,
+                type(exc).__name__,
+            )
+            stored = None
+        record = stored if stored is not None else SessionRecord(session_key)
+        budget = self.config.context_token_budget
+        ctx = AgentContext(
+            agent_id=self.agent_id,
+            session_key=session_key,
+            session_id=record.session_id,
+            run_id=rid,
+            channel=inbound.channel if inbound else None,
+            message_provider=inbound.channel if inbound else None,
+            sender_id=inbound.sender_id if inbound else None,
+            chat_id=inbound.chat_id if inbound else None,
+            channel_context=inbound.channel_context if inbound else None,
+            trigger="heartbeat" if heartbeat else "user",
+            context_token_budget=budget,
+            context_window_source="config" if budget is not None else None,
+        )
+        tool_ctx = ToolContext(
+            agent_id=self.agent_id,
+            session_key=session_key,
+            session_id=record.session_id,
+            run_id=rid,
+            message_provider=inbound.channel if inbound else None,
+        )
+        return Turn(
+            runner=self,
+            run_id=rid,
+            session=record,
+            prompt=prompt_text,
+            signal=signal or AbortSignal(),
+            trace=trace,
+            ctx=ctx,
+            msg_ctx=self._message_ctx(inbound, session_key, rid),
+            tool_ctx=tool_ctx,
+            heartbeat=heartbeat,
+            inbound=inbound,
+            new_session=stored is None,
+        )
+
+    async def _run(
+        self,
+        prompt_text: str,
+        session_key: str,
+        inbound: InboundMessage | None,
+        heartbeat: bool,
+        signal: AbortSignal | None,
+        run_id: str | None,
+        trace: TurnTrace,
+    ) -> TurnResult:
+        turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
+        started = time.perf_counter()
+        cancel_approvals = turn.signal.add_callback(lambda _s: self.broker.cancel_run(turn.run_id))
+        delivery = None
+        try:
+            await self._ensure_tools()
+            await self._phases(turn)
+            if turn.reply and turn.status == "replied":
+                turn.check_aborted()
+                delivery = await self.replies.deliver(
+                    turn.reply,
+                    turn.msg_ctx,
+                    channel=self.channel,
+                    channel_name=inbound.channel if inbound else None,
+                    to=inbound.sender_id if inbound else None,
+                )
+                if delivery.suppressed:
+                    turn.status = "suppressed"
+                elif delivery.status == "failed":
+                    turn.status, turn.error = "failed", f"delivery failed: {delivery.error}"
+        except TurnCancelled as exc:
+            turn.status, turn.error = "cancelled", f"cancelled: {exc}"
+            self.broker.cancel_run(turn.run_id)
+        except TurnFailed as exc:
+            turn.status, turn.error = "failed", str(exc)
+        except Exception as exc:  # the runner itself must never take the host down
+            log.exception("agent turn %s failed", turn.run_id)
+            turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            cancel_approvals()
+            try:
+                self.transcripts.save(turn.session)
+            except Exception as exc:  # a broken store must not swallow agent_end
+                log.warning(
+                    "agent turn %s: saving the transcript of %s failed (%s)",
+                    turn.run_id,
+                    session_key,
+                    type(exc).__name__,
+                )
+                if turn.status not in ("failed", "cancelled", "blocked"):
+                    turn.status, turn.error = "failed", "the transcript could not be saved"
+        success = turn.status in ("replied", "silent", "suppressed")
+        duration_ms = (time.perf_counter() - started) * 1000
+        await self.host.dispatch(
+            "agent_end",
+            {
+                "messages": strip_details(turn.session.messages),
+                "success": success,
+                "error": turn.error,
+                "duration_ms": duration_ms,
+                "run_id": turn.run_id,
+            },
+            turn.ctx,
+        )
+        reply = turn.reply
+        if delivery is not None:
+            reply = None if delivery.suppressed else delivery.content
+        return TurnResult(
+            run_id=turn.run_id,
+            session_key=session_key,
+            status=turn.status,
+            success=success,
+            reply=reply if turn.status not in ("blocked", "failed", "cancelled") else None,
+            error=turn.error,
+            blocked_by=turn.blocked_by,
+            delivery=delivery,
+            steps=turn.steps,
+            duration_ms=duration_ms,
+            provider=turn.provider_name,
+            model=turn.model,
+            transcript=list(turn.session.messages),
+            trace=trace.to_json(),
+        )
+
+    async def _phases(self, turn: Turn) -> None:
+        await prompt.start_session(turn)
+        await prompt.build_prompt(turn)
+        turn.check_aborted()
+        if not await prompt.guard(turn):
+            return
+        if await prompt.claim_reply(turn):
+            write_message(
+                self.host,
+                turn.session,
+                {"role": "user", "content": turn.user_prompt},
+                turn.tool_ctx,
+            )
+            if turn.reply:
+                write_message(
+                    self.host,
+                    turn.session,
+                    {"role": "assistant", "content": turn.reply},
+                    turn.tool_ctx,
+                )
+            return
+        await prompt.heartbeat(turn)
+        write_message(
+            self.host, turn.session, {"role": "user", "content": turn.user_prompt}, turn.tool_ctx
+        )
+        await model_loop(turn)
+
+
+class SyncAgentRunner:
+    """Blocking methods over an :class:`AgentRunner` (on the host's private loop)."""
+
+    def __init__(self, runner: AgentRunner) -> None:
+        self.runner = runner
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.runner.host.sync.run(coro)
+
+    def handle_inbound(
+        self, message: InboundMessage | Mapping[str, Any], **kwargs: Any
+    ) -> TurnResult:
+        """Blocking :meth:`AgentRunner.handle_inbound`."""
+        return self._run(self.runner.handle_inbound(message, **kwargs))
+
+    def run_turn(self, prompt_text: str, **kwargs: Any) -> TurnResult:
+        """Blocking :meth:`AgentRunner.run_turn`."""
+        return self._run(self.runner.run_turn(prompt_text, **kwargs))

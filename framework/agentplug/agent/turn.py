@@ -1,0 +1,161 @@
+"""What goes into a turn and what comes out: :class:`InboundMessage`, :class:`TurnResult`.
+
+:class:`Turn` is the runner's working state for one turn, shared by the phase modules
+(:mod:`~agentplug.agent.prompt`, :mod:`~agentplug.agent.model_loop`,
+:mod:`~agentplug.agent.toolrun`, :mod:`~agentplug.agent.compaction`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from agentplug_hookspecs.common import AgentContext, MessageContext, ThreadId
+from agentplug_hookspecs.tools import ToolContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentplug.agent.config import AgentConfig
+from agentplug.agent.providers.base import ModelProvider
+from agentplug.agent.tools import ToolRegistry
+from agentplug.agent.trace import TurnTrace
+from agentplug.agent.transcript import SessionRecord
+from agentplug.services.signals import AbortSignal
+from agentplug.services.toolcalls import ToolCallGate
+from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
+
+__all__ = [
+    "InboundMessage",
+    "Turn",
+    "TurnCancelled",
+    "TurnFailed",
+    "TurnResult",
+    "TurnRunner",
+    "TurnStatus",
+]
+
+TurnStatus = Literal[
+    "replied", "silent", "claimed", "blocked", "suppressed", "failed", "cancelled", "step_limit"
+]
+
+
+class InboundMessage(BaseModel):
+    """A message from a channel, before routing (what ``handle_inbound`` takes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    body_for_agent: str | None = None
+    """The text for the agent without the channel envelope (defaults to ``content``)."""
+    channel: str | None = None
+    sender_id: str | None = None
+    sender: str | None = None
+    chat_id: str | None = None
+    session_key: str | None = None
+    """Defaults to ``agent:<agent_id>:<channel>:<chat_id or sender_id>``."""
+    message_id: str | None = None
+    thread_id: ThreadId | None = None
+    channel_context: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    attachments: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """What the agent reads: ``body_for_agent``, else ``content``."""
+        return self.body_for_agent if self.body_for_agent is not None else self.content
+
+
+class TurnResult(BaseModel):
+    """What one turn did. Safe to log: no confidential block reason anywhere."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run_id: str
+    session_key: str
+    status: TurnStatus
+    success: bool
+    reply: str | None = None
+    """The reply as delivered (after rewrites); ``None`` when nothing was sent."""
+    error: str | None = None
+    blocked_by: str | None = None
+    delivery: DeliveryResult | None = None
+    steps: int = 0
+    """Model calls made."""
+    duration_ms: float = 0.0
+    provider: str | None = None
+    model: str | None = None
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    trace: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def hooks(self) -> list[str]:
+        """Hook names in the order they were dispatched."""
+        return [e["name"] for e in self.trace if e.get("kind") == "hook"]
+
+
+class TurnRunner(Protocol):
+    """What the phase modules use of the runner (:class:`~agentplug.agent.AgentRunner`)."""
+
+    host: Any
+    config: AgentConfig
+    tools: ToolRegistry
+    gate: ToolCallGate
+    render_injections: bool
+    on_delta: Callable[[str], Any] | None
+
+    def provider_for(self, name: str) -> ModelProvider:
+        """The provider called ``name``."""
+        ...
+
+    async def maybe_compact(self, turn: Turn) -> bool:
+        """Compact the transcript when it passes the budget."""
+        ...
+
+
+class TurnFailed(Exception):
+    """Stops a turn: ``agent_end(success=False, error=str(exc))``."""
+
+
+class TurnCancelled(Exception):
+    """The turn's abort signal fired."""
+
+
+@dataclass
+class Turn:
+    """The working state of one turn."""
+
+    runner: TurnRunner
+    run_id: str
+    session: SessionRecord
+    prompt: str
+    signal: AbortSignal
+    trace: TurnTrace
+    ctx: AgentContext
+    msg_ctx: MessageContext
+    tool_ctx: ToolContext
+    heartbeat: bool = False
+    inbound: InboundMessage | None = None
+    new_session: bool = False
+    provider_name: str = "scripted"
+    model: str = "default"
+    model_overridden: bool = False
+    system_prompt: str | None = None
+    user_prompt: str = ""
+    reply: str | None = None
+    status: TurnStatus = "replied"
+    error: str | None = None
+    blocked_by: str | None = None
+    steps: int = 0
+    finalize: FinalizeRetryTracker = field(default_factory=FinalizeRetryTracker)
+    started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def host(self) -> Any:
+        """The runner's host."""
+        return self.runner.host
+
+    def check_aborted(self) -> None:
+        """Raise :class:`TurnCancelled` when the abort signal fired."""
+        if self.signal.aborted:
+            raise TurnCancelled(str(self.signal.reason or "cancelled"))

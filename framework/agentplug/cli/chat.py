@@ -1,0 +1,129 @@
+"""``agentplug chat``: an interactive agent session at the terminal.
+
+Each line you type is one turn through :class:`~agentplug.agent.AgentRunner` with the
+configured provider (``agent.model``; the offline ``scripted`` provider echoes when
+nothing is configured). After each reply a compact trace shows which hooks ran, which
+plugin blocked, rewrote or asked for approval, and the timings; approvals are asked at
+the terminal. ``--trace`` prints the trace as JSON lines instead (one object per hook,
+model call or tool call, then one ``{"turn": ...}`` summary). ``/quit`` or end of input
+ends the session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ["add_chat_command", "cmd_chat"]
+
+
+def add_chat_command(subparsers: Any) -> None:
+    """Add ``agentplug chat`` to the command parser."""
+    p = subparsers.add_parser(
+        "chat",
+        help="an interactive agent session against the configured model",
+        description="Talk to the agent at the terminal: every line is one turn through the "
+        "runner and the installed plugins; a compact trace follows each reply and approvals "
+        "are asked here. /quit or end of input ends the session.",
+    )
+    p.add_argument("--config", metavar="FILE", help="operator config (else $AGENTPLUG_CONFIG)")
+    p.add_argument("--model", metavar="PROVIDER/MODEL", help="override agent.model")
+    p.add_argument(
+        "--script",
+        metavar="FILE",
+        help="scripted provider replies (a JSON list), for offline sessions and tests",
+    )
+    p.add_argument("--session", metavar="KEY", default="agent:main:chat:terminal")
+    p.add_argument("--trace", action="store_true", help="print the trace as JSON lines")
+    p.add_argument("--no-plugins", action="store_true", help="do not load installed plugins")
+    p.set_defaults(func=cmd_chat)
+
+
+def _runner(args: argparse.Namespace, resolver: Any) -> Any:
+    from agentplug.agent import AgentRunner
+    from agentplug.agent.providers.scripted import ScriptedProvider, load_script
+    from agentplug.core.config import AgentplugConfig, load_config
+    from agentplug.core.host import PluginHost
+    from agentplug.services.approvals import ApprovalBroker
+
+    path = args.config or os.environ.get("AGENTPLUG_CONFIG")
+    config = load_config(path) if path else AgentplugConfig()
+    host = PluginHost(config)
+    if not args.no_plugins:
+        host.load_installed()
+    agent = dict(config.agent)
+    if args.model:
+        agent["model"] = args.model
+    provider = None
+    if args.script:
+        provider = ScriptedProvider(load_script(args.script))
+        agent.setdefault("model", "scripted/script")
+    return AgentRunner(host, provider, config=agent, broker=ApprovalBroker(resolver))
+
+
+def _print(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+async def _session(args: argparse.Namespace) -> int:
+    from agentplug.agent.trace import summary_lines
+    from agentplug.services.approvals import TerminalResolver
+
+    terminal = TerminalResolver()
+    runner = _runner(args, terminal)
+    if not args.trace:
+        plugins = len(runner.host.plugins)
+        _print(f"agentplug chat: {runner.config.model} ({plugins} plugins); /quit ends")
+    try:
+        while True:
+            if not args.trace:
+                sys.stdout.write("you> ")
+                sys.stdout.flush()
+            line = await terminal.read_line()
+            if line is None or line.strip() in ("/quit", "/exit"):
+                break
+            text = line.strip()
+            if not text:
+                continue
+            result = await runner.run_turn(text, session_key=args.session)
+            if args.trace:
+                for entry in result.trace:
+                    _print(json.dumps(entry, default=str))
+                summary = {
+                    "turn": {
+                        "run_id": result.run_id,
+                        "status": result.status,
+                        "success": result.success,
+                        "reply": result.reply,
+                        "error": result.error,
+                        "duration_ms": round(result.duration_ms, 3),
+                    }
+                }
+                _print(json.dumps(summary, default=str))
+                continue
+            if result.reply:
+                _print(f"agent> {result.reply}")
+            elif result.status == "blocked":
+                _print(f"agent> (blocked by {result.blocked_by}; not sent to the model)")
+            elif result.status == "suppressed":
+                _print("agent> (the reply was suppressed by a plugin)")
+            else:
+                _print(f"agent> ({result.status}{': ' + result.error if result.error else ''})")
+            for trace_line in summary_lines(result.trace):
+                _print(f"  | {trace_line}")
+            _print(
+                f"  | {result.status} in {result.duration_ms:.1f} ms, {result.steps} model call(s)"
+            )
+    finally:
+        await runner.host.aclose(1.0)
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """Run the interactive session (exit 0 at ``/quit`` or end of input)."""
+    return asyncio.run(_session(args))

@@ -1,0 +1,137 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1 for the tests.
+
+Each request pops the next scripted answer: ``(status, body, headers)`` where ``body``
+is a dict (sent as JSON), ``bytes`` (sent as is) or ``"hang"`` (the handler waits until
+the server stops). Every request's path, headers and JSON body are recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class ChatServer:
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, Any, dict[str, str]]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.stop = threading.Event()
+        self.get_text = "ok"
+        """What a GET answers (a stand-in web API for custom http actions)."""
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                server.requests.append({"path": self.path, "headers": {}, "body": None})
+                data = server.get_text.encode()
+                self.send_response(200)
+                self.send_header("content-type", "text/plain")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                server.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
+                )
+                status, answer, headers = (
+                    server.answers.pop(0) if server.answers else (500, {"error": "no answer"}, {})
+                )
+                if answer == "hang":
+                    server.stop.wait(10)
+                    return
+                data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def reply(self, text: str, *, request_id: str = "req_1", usage: Any = None) -> None:
+        body = {
+            "id": "chatcmpl-1",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage or {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+        }
+        self.answers.append((200, body, {"x-request-id": request_id}))
+
+    def tool_calls(self, *calls: tuple[str, Any], call_id: str = "call_a") -> None:
+        body = {
+            "id": "chatcmpl-2",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": f"{call_id}{i}",
+                                "type": "function",
+                                "function": {
+                                    "name": name,
+                                    "arguments": args
+                                    if isinstance(args, str)
+                                    else json.dumps(args),
+                                },
+                            }
+                            for i, (name, args) in enumerate(calls)
+                        ],
+                    },
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        }
+        self.answers.append((200, body, {}))
+
+    def raw(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        self.answers.append((status, body, headers or {}))
+
+
+@contextmanager
+def chat_server() -> Iterator[ChatServer]:
+    server = ChatServer()
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.stop.set()
+        server.httpd.shutdown()
+        server.httpd.server_close()

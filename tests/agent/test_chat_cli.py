@@ -1,0 +1,104 @@
+"""``agentplug chat``: a real subprocess fed on stdin (scripted provider, installed plugins)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import FakeDist
+
+DICER = """
+def register(api):
+    def ask(event):
+        if event.tool_name == "ROLL_DICE":
+            return {"require_approval": {"title": "Roll dice?", "description": "roll some dice"}}
+        return None
+
+    api.on("before_tool_call", ask)
+    api.on("message_sending", lambda event: {"content": event.content + " (checked)"})
+"""
+
+
+def _chat(tmp_path: Path, site: Path, stdin: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "replies.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"id": "c1", "name": "ROLL_DICE", "arguments": {"sides": 6}}]},
+                "You rolled the die.",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "AGENTPLUG_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    env.pop("AGENTPLUG_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", "chat", "--script", str(script), *extra],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_chat_asks_approvals_at_the_terminal_and_prints_a_compact_trace(
+    tmp_path: Path, site_dir: Path, fake_dist: FakeDist
+) -> None:
+    fake_dist("fakeplug-dicer", "fakeplug_dicer", DICER, {"dicer": "fakeplug_dicer"})
+    done = _chat(tmp_path, site_dir, "roll a die for me\no\n/quit\n")
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    assert "Roll dice?" in out and "-> allow-once" in out
+    assert "agent> You rolled the die. (checked)" in out
+    assert "before_tool_call: approval_requested_by=dicer" in out
+    assert "tool ROLL_DICE: allowed=True, approval=allow-once, approval_requested_by=dicer" in out
+    assert "message_sending: changed_by=dicer" in out
+    assert "replied in" in out and "2 model call(s)" in out
+
+
+def test_chat_denied_approval_keeps_the_tool_from_running(
+    tmp_path: Path, site_dir: Path, fake_dist: FakeDist
+) -> None:
+    fake_dist("fakeplug-dicer", "fakeplug_dicer", DICER, {"dicer": "fakeplug_dicer"})
+    done = _chat(tmp_path, site_dir, "roll a die\nd\n")
+    assert done.returncode == 0, done.stderr
+    assert "tool ROLL_DICE: allowed=False, blocked_by=dicer, approval=deny" in done.stdout
+
+
+def test_chat_trace_prints_json_lines(tmp_path: Path, site_dir: Path, fake_dist: FakeDist) -> None:
+    fake_dist("fakeplug-dicer", "fakeplug_dicer", DICER, {"dicer": "fakeplug_dicer"})
+    done = _chat(tmp_path, site_dir, "roll\nallow-once\n", "--trace")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    hooks = [r["name"] for r in rows if r.get("kind") == "hook"]
+    assert (
+        hooks.index("before_agent_run") < hooks.index("before_tool_call") < hooks.index("agent_end")
+    )
+    tool = next(r for r in rows if r.get("kind") == "tool")
+    assert tool["decision"]["approval"] == "allow-once"
+    turn = rows[-1]["turn"]
+    assert turn["status"] == "replied" and turn["reply"] == "You rolled the die. (checked)"
+
+
+def test_chat_without_configuration_echoes_with_the_scripted_provider(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("AGENTPLUG_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", "chat", "--no-plugins"],
+        input="hello\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "agent> You said: hello" in done.stdout
