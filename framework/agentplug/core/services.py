@@ -37,7 +37,6 @@ _SERVICES: dict[str, str] = {}
 """Service name -> ``"module:factory"`` (the factory takes the host)."""
 _OUTCOME_FILTERS: dict[str, str] = {}
 """Post-filter name (declared by a reduction) -> ``"module:function"``."""
-_RESOLVED: dict[str, Any] = {}
 
 
 def wire_service(name: str, reference: str) -> None:
@@ -51,12 +50,10 @@ def wire_outcome_filter(name: str, reference: str) -> None:
 
 
 def _resolve(reference: str) -> Any:
-    target = _RESOLVED.get(reference)
-    if target is None:
-        module, _, attribute = reference.partition(":")
-        target = getattr(importlib.import_module(module), attribute)
-        _RESOLVED[reference] = target
-    return target
+    # Not cached: each host caches its own instances, and the module that is current in
+    # ``sys.modules`` wins (a test harness may reload modules between hosts).
+    module, _, attribute = reference.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def outcome_filter(name: str) -> Callable[..., Any]:
