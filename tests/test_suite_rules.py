@@ -1,0 +1,65 @@
+"""Rules the test suite itself follows (CONTRIBUTING.md, "Style")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLOCKS = {"monotonic", "perf_counter", "time", "monotonic_ns", "perf_counter_ns", "time_ns"}
+
+
+def _test_files() -> list[Path]:
+    files = sorted((ROOT / "tests").rglob("*.py"))
+    files += sorted((ROOT / "example_plugins").glob("*/tests/**/*.py"))
+    return files
+
+
+def _is_clock_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in CLOCKS
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "time"
+    )
+
+
+def _reads_the_clock(node: ast.AST, clock_names: set[str]) -> bool:
+    for sub in ast.walk(node):
+        if _is_clock_call(sub):
+            return True
+        if isinstance(sub, ast.Name) and (sub.id in clock_names or "elapsed" in sub.id):
+            return True
+    return False
+
+
+def _clock_names(tree: ast.AST) -> set[str]:
+    """Names assigned from an expression that reads the wall clock (``started = ...``)."""
+    names: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and _reads_the_clock(node.value, names):
+                for target in node.targets:
+                    for sub in ast.walk(target):
+                        if isinstance(sub, ast.Name) and sub.id not in names:
+                            names.add(sub.id)
+                            changed = True
+    return names
+
+
+def test_no_test_asserts_on_elapsed_wall_time() -> None:
+    # A loaded machine makes every run slower: a test asserts what the code guarantees (the
+    # outcome, the error, the state left behind), and timing claims live in bench/.
+    offenders = []
+    for path in _test_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        clock_names = _clock_names(tree) - {"deadline"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assert) and _reads_the_clock(node.test, clock_names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == [], "assertions on elapsed wall time: " + ", ".join(offenders)
