@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,3 +66,36 @@ def test_no_test_asserts_on_elapsed_wall_time() -> None:
             if isinstance(node, ast.Assert) and _reads_the_clock(node.test, clock_names):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == [], "assertions on elapsed wall time: " + ", ".join(offenders)
+
+
+JS_TEST_FILES = (
+    "tests/sandbox/test_code_handler.py",
+    "tests/sandbox/test_code_escape_js.py",
+    "tests/actions/test_custom_actions.py",
+)
+PYTEST_ARGS = ("-p", "no_mini_racer", "-p", "no:cacheprovider", "-q", "-rs")
+JS_SKIP_REASON = "pip install 'agentplug[js]' (mini-racer)"
+
+
+def test_javascript_code_action_tests_skip_with_a_reason_without_mini_racer(
+    tmp_path: Path,
+) -> None:
+    # A real pytest run of the files holding JavaScript tests, in an interpreter where
+    # py_mini_racer cannot be imported (as without the js extra): nothing fails, the
+    # JavaScript tests are skipped and say how to run them.
+    (tmp_path / "no_mini_racer.py").write_text(
+        "import sys\nsys.modules['py_mini_racer'] = None  # import fails: no js extra\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *PYTEST_ARGS, *JS_TEST_FILES],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert skipped and all(JS_SKIP_REASON in line for line in skipped), out
+    assert sum(int(line.split("[")[1].split("]")[0]) for line in skipped) >= 20

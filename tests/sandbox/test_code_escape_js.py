@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from agentplug.sandbox import CodeSandbox, FetchRequest, FetchResponse, SandboxResult
 
-pytest.importorskip("py_mini_racer")
+pytestmark = pytest.mark.javascript
 
 TIME_LIMIT_S = 1.5
 # What the sandbox reports when it ends a run at one of its limits (never how long it took:
