@@ -1,4 +1,4 @@
-"""Operator configuration (JSON), validated with errors that name the key.
+"""Operator configuration (TOML, YAML or JSON), validated with errors that name the key.
 
 Shape (snake_case or the seed's camelCase)::
 
@@ -15,6 +15,7 @@ Shape (snake_case or the seed's camelCase)::
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -127,31 +128,86 @@ def _issues(exc: ValidationError) -> list[tuple[str, str]]:
     issues: list[tuple[str, str]] = []
     for err in exc.errors():
         key = ".".join(str(part) for part in err["loc"]) or "<root>"
-        if key.endswith(("timeout_ms", "timeoutMs")) or ".timeouts." in key:
+        if key.lower().endswith(("timeout_ms", "timeoutms")) or ".timeouts." in key:
             problem = (
                 f"must be a positive integer of at most {MAX_TIMEOUT_MS} (milliseconds); "
                 f"got {err.get('input')!r}"
             )
         elif err["type"] == "extra_forbidden":
-            problem = "unknown setting; check the spelling (see `agentplug config schema`)"
+            close = difflib.get_close_matches(str(err["loc"][-1]), _keys_at(err["loc"][:-1]), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "check the spelling"
+            problem = f"unknown setting; {hint} (see `agentplug config schema`)"
         else:
             problem = f"{err['msg']} (got {err.get('input')!r})"
         issues.append((key, problem))
     return issues
 
 
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The settings (names and camelCase aliases) of the section at ``loc``."""
+    model: Any = AgentplugConfig
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if fields is None:  # a free-form map such as plugins.entries: skip the key
+            model = getattr(model, "__args__", (None, None))[-1]
+            continue
+        info = next((f for n, f in fields.items() if part in (n, f.alias)), None)
+        if info is None:
+            return []
+        model = info.annotation
+    fields = getattr(model, "model_fields", None) or {}
+    return [*fields, *(f.alias for f in fields.values() if f.alias)]
+
+
 def load_config(path: str | Path) -> AgentplugConfig:
-    """Read and validate a JSON config file."""
+    """Read and validate a config file: TOML (``.toml``), YAML (``.yaml``/``.yml``, needs
+    the ``yaml`` extra) or JSON (any other name)."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        data = _read_config_data(p)
     except FileNotFoundError:
         raise ConfigError([("<file>", f"{p} does not exist")], str(p)) from None
+    if not isinstance(data, dict):
+        raise ConfigError([("<root>", "the config must be an object (a table)")], str(p))
+    return AgentplugConfig.parse(data, str(p))
+
+
+def _read_config_data(p: Path) -> Any:
+    """The parsed file; a syntax error becomes a :class:`ConfigError` with line and column."""
+    text = p.read_text(encoding="utf-8")
+    suffix = p.suffix.lower()
+    if suffix == ".toml":
+        import tomllib
+
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError([("<file>", f"not valid TOML: {exc}")], str(p)) from None
+    if suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError(
+                [
+                    (
+                        "<file>",
+                        "reading YAML needs PyYAML: pip install 'agentplug[yaml]' "
+                        "(or write agentplug.toml / agentplug.json)",
+                    )
+                ],
+                str(p),
+            ) from None
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError([("<file>", f"not valid YAML{where}: {problem}")], str(p)) from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             [("<file>", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")],
             str(p),
         ) from None
-    if not isinstance(data, dict):
-        raise ConfigError([("<root>", "the config must be a JSON object")], str(p))
-    return AgentplugConfig.parse(data, str(p))
