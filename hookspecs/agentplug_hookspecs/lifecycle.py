@@ -108,6 +108,12 @@ class InstallEvent(Event):
     """Where the prepared material lies (a wheel, sdist or unpacked folder)."""
     files: list[str] = Field(default_factory=list)
     builtin_scan: BuiltinScan = Field(default_factory=BuiltinScan)
+    operation: Literal["install", "eject", "sync", "reinject"] = "install"
+    """What brings the code in: ``install`` (a downloaded file), ``eject`` (the source tree
+    about to become the loaded copy), ``sync`` (the upstream tree about to be merged) or
+    ``reinject`` (the installed package that loads again once the ejected copy goes)."""
+    plugin_id: str | None = None
+    """The plugin id the operation is about (eject, sync, reinject); ``None`` for installs."""
 
 
 class InstallFinding(HookModel):
