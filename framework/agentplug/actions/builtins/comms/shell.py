@@ -21,6 +21,7 @@ from agentplug.actions.model import (
     ParameterSchema,
     State,
 )
+from agentplug.actions.registry import UNAVAILABLE
 from agentplug.actions.terminal import LocalTerminalService, TerminalResult
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 
 TERMINAL_SERVICE = "terminal"
+SHELL_DISABLED = "shell disabled: set actions.shell.enabled = true"
 
 
 class ShellSettings(_Section):
@@ -140,6 +142,7 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
                 ActionExample(name="agent", text="Exit code 0.", actions=["SHELL_COMMAND"]),
             ),
         ),
+        metadata={} if settings.enabled else {UNAVAILABLE: SHELL_DISABLED},
     )
 
 
