@@ -76,6 +76,12 @@ _LAZY = {
     "ActionConflictError": "agentplug.actions.registry",
     "run_action_flow": "agentplug.actions.flow",
     "FlowResult": "agentplug.actions.flow",
+    "DeterministicActionSelector": "agentplug.actions.flow",
+    "prepare_turn": "agentplug.services.turns",
+    "guard_run": "agentplug.services.turns",
+    "send_message": "agentplug.services.turns",
+    "ShutdownFinalizer": "agentplug.services.lifecycle",
+    "CronService": "agentplug.services.lifecycle",
     "CustomActionDef": "agentplug.actions.custom",
     "CustomActionServices": "agentplug.actions.custom",
     "load_custom_actions": "agentplug.actions.custom",
@@ -101,7 +107,7 @@ if TYPE_CHECKING:
         load_custom_actions,
         register_custom_action_live,
     )
-    from agentplug.actions.flow import FlowResult, run_action_flow
+    from agentplug.actions.flow import DeterministicActionSelector, FlowResult, run_action_flow
     from agentplug.actions.model import Action, ActionParameter, ActionResult, Message
     from agentplug.actions.registry import ActionConflictError, ActionRegistry
     from agentplug.core.config import AgentplugConfig, load_config
@@ -111,6 +117,8 @@ if TYPE_CHECKING:
     from agentplug.security.execenv import filter_exec_env
     from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
+    from agentplug.services.lifecycle import CronService, ShutdownFinalizer
+    from agentplug.services.turns import guard_run, prepare_turn, send_message
     from agentplug.store import MemoryStore, SQLiteStore
 
 
@@ -136,8 +144,10 @@ __all__ = [
     "ApprovalBroker",
     "ConfigError",
     "Context",
+    "CronService",
     "CustomActionDef",
     "CustomActionServices",
+    "DeterministicActionSelector",
     "DispatchResult",
     "DuplicatePluginError",
     "Event",
@@ -160,6 +170,7 @@ __all__ = [
     "SSRFBlocked",
     "SSRFPolicy",
     "ScriptedResolver",
+    "ShutdownFinalizer",
     "SyncHost",
     "UnknownHookError",
     "__version__",
@@ -167,10 +178,13 @@ __all__ = [
     "declare",
     "def_to_action",
     "filter_exec_env",
+    "guard_run",
     "guarded_fetch",
     "hookimpl",
     "load_config",
     "load_custom_actions",
+    "prepare_turn",
     "register_custom_action_live",
     "run_action_flow",
+    "send_message",
 ]
