@@ -99,3 +99,14 @@ def test_javascript_code_action_tests_skip_with_a_reason_without_mini_racer(
     skipped = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     assert skipped and all(JS_SKIP_REASON in line for line in skipped), out
     assert sum(int(line.split("[")[1].split("]")[0]) for line in skipped) >= 20
+
+
+def test_make_test_installs_the_js_extra_so_ci_runs_the_javascript_tests() -> None:
+    # CI runs exactly `make test` (.ci/run); its install line must bring mini-racer.
+    assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    stamp_rule = makefile.split("$(STAMP): ", 1)[1].split("\n\n", 1)[0]
+    extras = stamp_rule.split("install -e '.[", 1)[1].split("]'", 1)[0].split(",")
+    assert {"test", "js", "api", "yaml"} <= set(extras)
+    demo_rule = makefile.split("$(DEMO_STAMP): ", 1)[1].split("\n\n", 1)[0]
+    assert "install -e .\n" in demo_rule and "[test" not in demo_rule  # the demo: no extras
