@@ -1,9 +1,16 @@
 # Quick start: `make demo` and `make test`. Both create .venv when it is missing.
+# `make demo` installs only what the demo needs (agentplug and the example plugins its
+# scenario names); `make test` adds the test tools, every extra and the other examples.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 EXAMPLES := $(sort $(wildcard example_plugins/*/pyproject.toml))
+# The example plugins demo/scenario.json loads (their folders are named after them).
+DEMO_PLUGINS := $(shell $(PYTHON) -c 'import json; print(" ".join(p for p in json.load(open("demo/scenario.json"))["plugins"] if isinstance(p, str)))')
+DEMO_EXAMPLES := $(foreach p,$(DEMO_PLUGINS),example_plugins/$(p)/pyproject.toml)
+OTHER_EXAMPLES := $(filter-out $(DEMO_EXAMPLES),$(EXAMPLES))
+DEMO_STAMP := $(VENV)/.agentplug-demo
 STAMP := $(VENV)/.agentplug-installed
 
 .PHONY: demo test lint typecheck pytest bench docs clean
@@ -12,12 +19,17 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-$(STAMP): $(PY) pyproject.toml $(EXAMPLES)
-	$(PIP) install -e '.[test,js,otel,api]'
-	@for p in $(dir $(EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
+$(DEMO_STAMP): $(PY) pyproject.toml demo/scenario.json $(DEMO_EXAMPLES)
+	$(PIP) install -e .
+	@for p in $(dir $(DEMO_EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
+	@touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP) $(EXAMPLES)
+	$(PIP) install -e '.[test,js,otel,api,yaml]'
+	@for p in $(dir $(OTHER_EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/agentplug run demo/scenario.json
 
 lint: $(STAMP)
@@ -38,6 +50,7 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(VENV)/bin/agentplug docs hooks --write docs/hooks.md
+	$(VENV)/bin/agentplug docs cli --write docs/cli.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -1,13 +1,35 @@
-"""Shared test helpers: fake installed distributions on a temporary sys.path entry."""
+"""Shared test helpers: fake installed distributions on a temporary sys.path entry, and
+the ``javascript`` marker (tests of JavaScript code actions, which need the ``js`` extra)."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+JS_SKIP_REASON = (
+    "JavaScript code actions need the embedded V8 runtime: pip install 'agentplug[js]' "
+    "(mini-racer); `make test` installs it"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "javascript: runs JavaScript code actions (skipped without mini-racer)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if importlib.util.find_spec("py_mini_racer") is not None:
+        return
+    skip = pytest.mark.skip(reason=JS_SKIP_REASON)
+    for item in items:
+        if item.get_closest_marker("javascript") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture

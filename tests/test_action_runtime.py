@@ -81,3 +81,46 @@ def test_custom_actions_from_config_join_the_registry() -> None:
     )
     assert asyncio.run(host.actions.load()) == []
     assert host.actions.registry.owner_of("SAY_IT") == "custom-actions"
+
+
+def test_a_plugin_modules_actions_list_is_registered_like_provide_actions() -> None:
+    import types
+
+    module = types.ModuleType("seed_style_plugin")
+    module.name = "Seed style"  # type: ignore[attr-defined]
+    module.description = "My custom plugin"  # type: ignore[attr-defined]
+    module.actions = [_echo("ECHO_SEED")]  # type: ignore[attr-defined]
+    module.register = lambda api: None  # type: ignore[attr-defined]
+    host = PluginHost()
+    host.register(module, "seed")
+    problems = asyncio.run(host.actions.load())
+    assert problems == []
+    assert host.actions.registry.owner_of("ECHO_SEED") == "seed"
+    result = asyncio.run(host.actions.run('ECHO_SEED {"word": "hi"}'))
+    assert result.result is not None and result.result.text == "ECHO_SEED:hi"
+
+
+def test_a_plugin_objects_actions_add_to_its_provide_actions() -> None:
+    class Both(Pack):
+        actions = (_echo("ECHO_DECLARED"),)
+
+    host = PluginHost()
+    host.register(Both(), "both")
+    assert asyncio.run(host.actions.load()) == []
+    assert {"ECHO_WORD", "ECHO_DECLARED"} <= set(host.actions.registry.names())
+    assert host.actions.registry.owner_of("ECHO_DECLARED") == "both"
+
+
+def test_a_plugin_actions_attribute_that_is_not_a_list_is_reported_naming_the_plugin() -> None:
+    class Wrong:
+        actions = "ECHO"
+
+        def register(self, api: Any) -> None:
+            pass
+
+    host = PluginHost()
+    host.register(Wrong(), "wrong")
+    problems = asyncio.run(host.actions.load())
+    assert problems == [
+        "plugin 'wrong': 'actions' must be a list of agentplug.actions.Action, got str"
+    ]

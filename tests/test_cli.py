@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from agentplug_hookspecs import builtin_declarations
 
@@ -106,3 +107,99 @@ def test_run_names_a_missing_plugin(tmp_path: Path) -> None:
     out = _agentplug("run", str(path))
     assert out.returncode == 2
     assert "no-such-plugin" in out.stderr and "pip install" in out.stderr
+
+
+BOOM = """
+from agentplug import hookimpl
+
+def _explode():
+    raise RuntimeError("disk full at /var/spool/x")
+
+@hookimpl
+def before_tool_call(event):
+    _explode()
+"""
+
+
+def test_run_shows_a_failing_handlers_plugin_hook_and_message(tmp_path: Path) -> None:
+    (tmp_path / "boom_plugin.py").write_text(BOOM)
+    scenario = tmp_path / "s.json"
+    scenario.write_text(
+        json.dumps(
+            {
+                "plugins": [{"id": "boom", "module": "boom_plugin"}],
+                "steps": [{"hook": "before_tool_call", "event": {"tool_name": "x"}}],
+            }
+        )
+    )
+    out = _agentplug("run", str(scenario), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (
+        "plugin 'boom', hook 'before_tool_call' raised RuntimeError: disk full at /var/spool/x"
+        " (-v for the traceback)"
+    ) in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+    verbose = _agentplug("-v", "run", str(scenario), cwd=tmp_path)
+    assert "Traceback (most recent call last):" in verbose.stdout
+    assert "in _explode" in verbose.stdout and "(-v for the traceback)" not in verbose.stdout
+
+
+def test_plugins_shows_a_load_error_with_its_plugin_and_v_adds_the_traceback(
+    fake_dist: Any, capsys: Any
+) -> None:
+    from agentplug.cli.main import main
+
+    fake_dist(
+        "fakeplug-broken",
+        "fakeplug_broken",
+        "def register(api):\n    raise RuntimeError('no token configured')\n",
+        entry_points={"broken": "fakeplug_broken"},
+    )
+    assert main(["plugins", "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "LOAD ERROR" in x)
+    assert "plugin 'broken'" in line and "RuntimeError('no token configured')" in line
+    assert line.endswith("(-v for the traceback)")
+    assert main(["plugins", "--no-cache", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "Traceback (most recent call last):" in out and "in register" in out
+
+
+def test_plugins_is_quiet_on_first_use_without_a_config(tmp_path: Path) -> None:
+    # The bundled example plugins, no config: nothing is wrong, so nothing is flagged.
+    env_cwd = tmp_path / "fresh"
+    env_cwd.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", "plugins"],
+        capture_output=True,
+        text=True,
+        cwd=env_cwd,
+        env={**os.environ, "AGENTPLUG_CONFIG": ""},
+    )
+    assert out.returncode == 0
+    assert "audit-log" in out.stdout  # the examples are installed and listed
+    noisy = [x for x in out.stdout.splitlines() if "BLOCKED" in x or "warning" in x]
+    assert noisy == [] and out.stderr == ""
+
+
+def test_plugins_and_plugin_list_show_display_name_and_description(
+    fake_dist: Any, capsys: Any
+) -> None:
+    from agentplug.cli.main import main
+
+    fake_dist(
+        "fakeplug-named",
+        "fakeplug_named",
+        'name = "Weather helper"\ndescription = "Looks the weather up."\n'
+        "def register(api):\n    pass\n",
+        entry_points={"weather": "fakeplug_named"},
+    )
+    assert main(["plugins", "--no-cache", "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out) if r["plugin_id"] == "weather")
+    assert (row["name"], row["description"]) == ("Weather helper", "Looks the weather up.")
+    assert main(["plugin", "list", "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out) if r["plugin_id"] == "weather")
+    assert (row["name"], row["description"]) == ("Weather helper", "Looks the weather up.")
+    assert main(["plugin", "list"]) == 0
+    text = capsys.readouterr().out
+    assert "weather  'Weather helper'  [fakeplug-named 1.0]\n  Looks the weather up." in text

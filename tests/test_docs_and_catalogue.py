@@ -103,3 +103,43 @@ def test_every_public_name_resolves_and_is_documented() -> None:
         value = getattr(agentplug, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert (value.__doc__ or "").strip(), f"agentplug.{name} has no docstring"
+
+
+def _hook_models() -> dict[str, type]:
+    models: dict[str, type] = {}
+    for decl in builtin_declarations().values():
+        for role, model in (
+            ("event", decl.event),
+            ("context", decl.ctx),
+            ("result", decl.result),
+            ("outcome", decl.outcome),
+        ):
+            if model is not None:
+                models.setdefault(f"{model.__name__} ({role} of {decl.name})", model)
+    return models
+
+
+def test_every_event_context_result_and_outcome_field_has_a_description() -> None:
+    empty = [
+        f"{where}.{name}"
+        for where, model in _hook_models().items()
+        for name, info in model.model_fields.items()  # type: ignore[attr-defined]
+        if not (info.description or "").strip()
+    ]
+    assert empty == [], "write a docstring under each field of the hookspec model"
+
+
+def test_field_types_render_in_full() -> None:
+    from typing import Any, Literal
+
+    from agentplug.cli.reference import type_text
+
+    assert type_text(list[str] | None) == "list[str] | None"
+    assert type_text(dict[str, Any]) == "dict[str, Any]"
+    assert type_text(Literal["a", "b"] | None) == "Literal['a', 'b'] | None"
+    table_types = re.findall(
+        r"^\| `[a-z_]+` \(`\w+`\) \| `([^`]+)` \|", (ROOT / "docs" / "hooks.md").read_text(), re.M
+    )
+    assert len(table_types) > 300
+    bare = {"Optional", "Literal", "list", "dict", "Union", "Callable"}
+    assert [t for t in table_types if t.replace("\\|", "|").split(" | ")[0] in bare] == []

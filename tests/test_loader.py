@@ -194,3 +194,54 @@ def test_third_party_hookspecs_load_from_their_entry_point(fake_dist: FakeDist) 
     import fakeplug_pinger  # type: ignore[import-not-found]
 
     assert fakeplug_pinger.seen == ["hello"]
+
+
+def test_display_name_and_description_come_from_the_plugin_object() -> None:
+    class Named:
+        name = "Weather helper"
+        description = "Looks the weather up."
+
+        def register(self, api: object) -> None:
+            pass
+
+    host = PluginHost()
+    record = host.register(Named(), "weather")
+    assert (record.plugin_id, record.name, record.description) == (
+        "weather",
+        "Weather helper",
+        "Looks the weather up.",
+    )
+    bare = host.register(lambda api: None, "bare")
+    assert (bare.name, bare.description) == (None, None)  # shown by id
+
+
+def test_an_installed_plugins_description_defaults_to_its_distribution_summary(
+    site_dir: Path,
+) -> None:
+    (site_dir / "fakeplug_summary.py").write_text("def register(api):\n    pass\n")
+    info = site_dir / "fakeplug_summary-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fakeplug-summary\nVersion: 1.0\n"
+        "Summary: Counts words in replies.\n"
+    )
+    (info / "entry_points.txt").write_text("[agentplug]\nfakeplug-summary = fakeplug_summary\n")
+    host = PluginHost({"plugins": {"allow": ["fakeplug-summary"]}})
+    [record] = host.load_installed(use_cache=False)
+    assert record.plugin_id == "fakeplug-summary" and record.name is None
+    assert record.description == "Counts words in replies."
+
+
+def test_hook_allowed_tells_a_plugin_whether_the_gates_let_it_run_a_hook() -> None:
+    seen: dict[str, bool] = {}
+
+    def register(api: object) -> None:
+        for hook in ("agent_end", "message_received", "no_such_hook"):
+            seen[hook] = api.hook_allowed(hook)  # type: ignore[attr-defined]
+
+    PluginHost().register(register, "p", bundled=False)
+    assert seen == {"agent_end": False, "message_received": True, "no_such_hook": False}
+    seen.clear()
+    allowed = {"plugins": {"entries": {"p": {"hooks": {"allow_conversation_access": True}}}}}
+    PluginHost(allowed).register(register, "p", bundled=False)
+    assert seen["agent_end"] is True

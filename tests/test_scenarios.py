@@ -261,15 +261,16 @@ def test_invalid_scenario_names_the_key_and_the_step(project: Path) -> None:
     assert out.returncode == 2
     assert out.stdout == ""
     err = out.stderr
-    assert err.startswith(f"agentplug: invalid scenario in {path}:\n")
+    assert err.startswith(f"agentplug run: error: invalid scenario in {path}: ")
+    assert err.count("\n") == 1  # one line naming every problem
     assert "configuration" not in err
     assert (
-        '  steps.1.expect_handlers.guard: expected a status ("ok"), a list of statuses or '
+        'steps.1.expect_handlers.guard: expected a status ("ok"), a list of statuses or '
         'report patterns, a report pattern ({"status": "error", "error": "..."}) or null, '
-        'got 5 (step 2 "exec", hook before_tool_call)\n'
+        'got 5 (step 2 "exec", hook before_tool_call); '
     ) in err
     assert (
-        '  steps.1.bogus: Extra inputs are not permitted (step 2 "exec", hook before_tool_call)'
+        'steps.1.bogus: Extra inputs are not permitted (step 2 "exec", hook before_tool_call)\n'
         in err
     )
 
@@ -277,16 +278,15 @@ def test_invalid_scenario_names_the_key_and_the_step(project: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ('{"steps": [', "  <file>: not valid JSON at line 1 column 12: Expecting value"),
-        ("[]", "  <root>: a scenario must be a JSON object"),
+        ('{"steps": [', "<file>: not valid JSON at line 1 column 12: Expecting value"),
+        ("[]", "<root>: a scenario must be a JSON object"),
     ],
 )
 def test_unreadable_scenario(project: Path, text: str, problem: str) -> None:
     out = _run(_write(project, "scenario_x.json", text))
     assert out.returncode == 2
-    assert out.stderr.splitlines()[:2] == [
-        f"agentplug: invalid scenario in {project / 'scenario_x.json'}:",
-        problem,
+    assert out.stderr.splitlines() == [
+        f"agentplug run: error: invalid scenario in {project / 'scenario_x.json'}: {problem}",
     ]
 
 
@@ -369,8 +369,8 @@ def test_invalid_event_names_the_step_without_a_traceback(project: Path) -> None
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert out.stderr.splitlines() == [
-        f"agentplug: {path} cannot run:",
-        '  step 1 "remove" (steps[0]) (before_tool_call): invalid event: params: '
+        f"agentplug run: error: {path} cannot run: "
+        'step 1 "remove" (steps[0]) (before_tool_call): invalid event: params: '
         "Input should be a valid dictionary",
     ]
 
@@ -384,9 +384,10 @@ def test_unknown_hook_names_the_step(project: Path) -> None:
     out = _run(path, "--json")
     assert out.returncode == 2
     assert out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1
     assert (
-        "  step 2 (steps[1]): unknown hook 'befor_tool_call'; did you mean 'before_tool_call'?"
-        in out.stderr.splitlines()
+        "step 2 (steps[1]): unknown hook 'befor_tool_call'; did you mean 'before_tool_call'?"
+        in out.stderr
     )
 
 
@@ -423,8 +424,11 @@ def test_a_crashing_step_is_named(
 
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"agentplug: {path}: running the scenario failed at step 2 ")
-    assert "Traceback (most recent call last):" in err  # the plugin author's bug, shown
+    assert err.startswith(f"agentplug run: error: {path}: running the scenario failed at step 2 ")
+    assert err.count("\n") == 1 and "(run with -v for the traceback)" in err
+    assert main(["-v", "run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last):" in err  # the plugin author's bug, with -v
 
 
 # -- the module API ---------------------------------------------------------------------

@@ -76,6 +76,12 @@ _LAZY = {
     "ActionConflictError": "agentplug.actions.registry",
     "run_action_flow": "agentplug.actions.flow",
     "FlowResult": "agentplug.actions.flow",
+    "DeterministicActionSelector": "agentplug.actions.flow",
+    "prepare_turn": "agentplug.services.turns",
+    "guard_run": "agentplug.services.turns",
+    "send_message": "agentplug.services.turns",
+    "ShutdownFinalizer": "agentplug.services.lifecycle",
+    "CronService": "agentplug.services.lifecycle",
     "CustomActionDef": "agentplug.actions.custom",
     "CustomActionServices": "agentplug.actions.custom",
     "load_custom_actions": "agentplug.actions.custom",
@@ -122,7 +128,7 @@ if TYPE_CHECKING:
         load_custom_actions,
         register_custom_action_live,
     )
-    from agentplug.actions.flow import FlowResult, run_action_flow
+    from agentplug.actions.flow import DeterministicActionSelector, FlowResult, run_action_flow
     from agentplug.actions.model import Action, ActionParameter, ActionResult, Message
     from agentplug.actions.registry import ActionConflictError, ActionRegistry
     from agentplug.agent import (
@@ -147,8 +153,10 @@ if TYPE_CHECKING:
     from agentplug.security.execenv import filter_exec_env
     from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
+    from agentplug.services.lifecycle import CronService, ShutdownFinalizer
     from agentplug.services.modelcalls import upstream_request_id_hash
     from agentplug.services.replies import ReplyDispatcher
+    from agentplug.services.turns import guard_run, prepare_turn, send_message
     from agentplug.store import MemoryStore, SQLiteStore
 
 
@@ -176,9 +184,11 @@ __all__ = [
     "ConfigError",
     "ConfigFileError",
     "Context",
+    "CronService",
     "CustomActionDef",
     "CustomActionServices",
     "DataFileError",
+    "DeterministicActionSelector",
     "DispatchResult",
     "DuplicatePluginError",
     "Event",
@@ -211,6 +221,7 @@ __all__ = [
     "SandboxBudget",
     "ScriptedProvider",
     "ScriptedResolver",
+    "ShutdownFinalizer",
     "SyncHost",
     "TerminalRuns",
     "ToolRegistry",
@@ -222,12 +233,15 @@ __all__ = [
     "declare",
     "def_to_action",
     "filter_exec_env",
+    "guard_run",
     "guarded_fetch",
     "hookimpl",
     "load_config",
     "load_custom_actions",
+    "prepare_turn",
     "read_data_file",
     "register_custom_action_live",
     "run_action_flow",
+    "send_message",
     "upstream_request_id_hash",
 ]

@@ -126,6 +126,7 @@ class HookModel(BaseModel):
         populate_by_name=True,
         serialize_by_alias=False,
         arbitrary_types_allowed=True,
+        use_attribute_docstrings=True,
     )
 
     def to_json_dict(self, *, by_alias: bool = False) -> dict[str, Any]:

@@ -16,18 +16,21 @@ class ActionsContext(Context):
     """Context of action hooks."""
 
     agent_id: str | None = None
+    """Id of the agent (persona) the run belongs to."""
 
 
 class ProvideActionsEvent(Event):
     """The runtime collecting actions (at start-up and after a reload)."""
 
     reason: str = "startup"
+    """Why actions are collected: ``startup`` or ``reload``."""
 
 
 class ProvideActionsResult(Result):
     """The actions a plugin contributes (``agentplug.Action`` objects)."""
 
     actions: list[Any] = Field(default_factory=list)
+    """The plugin's ``agentplug.Action`` objects (a bare list is accepted)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -41,6 +44,7 @@ class ProvideActionsOutcome(HookModel):
     """Every plugin's contribution, keyed by plugin id, in priority order."""
 
     by_plugin: dict[str, list[Any]] = Field(default_factory=dict)
+    """Each plugin's actions, keyed by plugin id, in priority order."""
 
     @field_serializer("by_plugin", when_used="json")
     def _describe_actions(self, value: dict[str, list[Any]]) -> dict[str, list[Any]]:

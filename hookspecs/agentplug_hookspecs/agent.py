@@ -37,25 +37,30 @@ class TurnEvent(Event):
     """Fields every agent-turn event shares: the run and the current prompt."""
 
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
     prompt: str = ""
+    """The user's prompt for this turn."""
 
 
 class PromptEvent(TurnEvent):
     """A turn event that also carries the session messages."""
 
     messages: JsonList = FrozenList()
+    """The session's messages (transcript) loaded for the turn."""
 
 
 class ModelResolveEvent(TurnEvent):
     """The current prompt and attachment metadata, before the model is resolved."""
 
     attachments: JsonList = FrozenList()
+    """Metadata of the prompt's attachments (no contents)."""
 
 
 class TurnPrepareEvent(PromptEvent):
     """The prompt, prepared messages and the drained next-turn injections."""
 
     injections: JsonList = FrozenList()
+    """Next-turn injections drained (exactly once) for this session."""
 
 
 class PromptBuildEvent(PromptEvent):
@@ -66,12 +71,14 @@ class AgentStartEvent(PromptEvent):
     """Legacy combined phase: prompt, messages and attachment metadata."""
 
     attachments: JsonList = FrozenList()
+    """Metadata of the prompt's attachments (no contents)."""
 
 
 class AgentRunEvent(PromptEvent):
     """The final prompt, the loaded history and the active system prompt."""
 
     system_prompt: str | None = None
+    """The active system prompt of the run."""
 
 
 class AgentReplyEvent(PromptEvent):
@@ -82,26 +89,37 @@ class AgentFinalizeEvent(Event):
     """The natural final assistant reply, before the harness accepts it."""
 
     reply: str = ""
+    """The natural final assistant reply, before the harness accepts it."""
     messages: JsonList = FrozenList()
+    """The run's messages so far."""
     attempt: int = 0
+    """How many revise passes already ran for this reply (0: the first answer)."""
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
 
 
 class AgentEndEvent(Event):
     """Final messages, success flag and duration of a run."""
 
     messages: JsonList = FrozenList()
+    """The final messages of the run."""
     success: bool = True
+    """Whether the run ended without an error."""
     error: str | None = None
+    """Why the run failed (``None`` on success)."""
     duration_ms: float | None = None
+    """How long the run took, in milliseconds."""
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
 
 
 class HeartbeatEvent(Event):
     """A heartbeat turn (background supervision), never a user-initiated one."""
 
     prompt: str = ""
+    """The heartbeat prompt of this background turn."""
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
 
 
 MAX_REQUEST_ID_HASH_CHARS = 64
@@ -121,17 +139,29 @@ class ModelCallEvent(Event):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
     call_id: str | None = None
+    """Id of this model call within the run."""
     provider: str | None = None
+    """Model provider (``openai``, ``anthropic``, ...)."""
     model: str | None = None
+    """Model name the call used."""
     api: str | None = None
+    """Provider API flavour (``chat``, ``responses``, ...), when known."""
     transport: str | None = None
+    """How the call was made (``http``, ``websocket``, ...), when known."""
     duration_ms: float | None = None
+    """How long the call took, in milliseconds (``model_call_ended``)."""
     outcome: str | None = None
+    """How the call ended (``ok``, ``error``, ``timeout``, ``cancelled``)."""
     upstream_request_id_hash: str | None = None
+    """Keyed, bounded hash of the provider's request id (never the raw id)."""
     context_token_budget: int | None = None
+    """Token budget of the context window for this call."""
     context_window_source: str | None = None
+    """Where the context window size came from (``model``, ``config``, ...)."""
     context_window_reference_tokens: int | None = None
+    """Reference context window size, in tokens."""
 
     @field_validator("upstream_request_id_hash")
     @classmethod
@@ -149,22 +179,34 @@ class LlmInputEvent(Event):
     """Provider input: system prompt, prompt and history."""
 
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
     provider: str | None = None
+    """Model provider the input goes to."""
     model: str | None = None
+    """Model name the input goes to."""
     system_prompt: str | None = None
+    """The system prompt sent to the provider."""
     prompt: str = ""
+    """The prompt sent to the provider."""
     history: JsonList = FrozenList()
+    """The conversation history sent with the prompt."""
 
 
 class LlmOutputEvent(Event):
     """Provider output, usage and the resolved context token budget."""
 
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
     provider: str | None = None
+    """Model provider that answered."""
     model: str | None = None
+    """Model name that answered."""
     output: Any = None
+    """The provider's output (text or structured content)."""
     usage: JsonMap | None = None
+    """Token usage reported by the provider."""
     context_token_budget: int | None = None
+    """Token budget of the context window that was resolved for the call."""
 
 
 # -- results ---------------------------------------------------------------------------
@@ -174,22 +216,29 @@ class ModelResolveResult(Result):
     """Override the provider and/or model of this turn."""
 
     provider_override: str | None = None
+    """Provider to use for this turn instead of the session's."""
     model_override: str | None = None
+    """Model to use for this turn instead of the session's."""
 
 
 class ContextResult(Result):
     """Context to add around the prompt."""
 
     prepend_context: str | None = None
+    """Text added before the prompt (contributions joined by a blank line)."""
     append_context: str | None = None
+    """Text added after the prompt (contributions joined by a blank line)."""
 
 
 class PromptBuildResult(ContextResult):
     """Context and system-prompt contributions."""
 
     system_prompt: str | None = None
+    """Replacement system prompt (the first defined value wins)."""
     prepend_system_context: str | None = None
+    """Text added before the system prompt."""
     append_system_context: str | None = None
+    """Text added after the system prompt."""
 
 
 class AgentStartResult(PromptBuildResult, ModelResolveResult):
@@ -204,25 +253,33 @@ class AgentRunResult(Result):
     """
 
     outcome: Literal["pass", "block"]
+    """``pass`` lets the run go on; ``block`` stops it."""
     reason: str | None = None
+    """Why it was blocked: confidential (never logged, stored or broadcast)."""
     message: str | None = None
+    """User-facing text stored in the transcript instead of the blocked prompt."""
 
 
 class AgentRunOutcome(HookModel):
     """Reduced ``before_agent_run``: pass, or block with the blocking plugin."""
 
     outcome: Literal["pass", "block"] = "pass"
+    """``pass`` or ``block`` (a failed handler blocks: fail closed)."""
     reason: str | None = Field(default=None, repr=False, exclude=True)
     """Confidential: excluded from dumps and reprs; never log, persist or show it."""
     message: str | None = None
+    """User-facing replacement text of a blocked prompt."""
     blocked_by: str | None = None
+    """Id of the plugin that blocked the run."""
 
 
 class FinalizeRetry(Result):
     """Bounded, replay-safe extra model pass requested by a ``revise`` decision."""
 
     instruction: str
+    """What the extra model pass must fix in the reply."""
     idempotency_key: str | None = None
+    """Key retries are counted by (default: a hash of the instruction)."""
     max_attempts: int | None = Field(default=None, ge=1)
     """Extra passes allowed for this key (default 1); the runtime caps it at 3 and warns."""
 
@@ -231,8 +288,11 @@ class AgentFinalizeResult(Result):
     """``{action: "revise", reason, retry?}`` or ``{action: "finalize", reason?}``."""
 
     action: Literal["revise", "finalize"]
+    """``revise`` asks for another pass; ``finalize`` accepts the reply."""
     reason: str | None = None
+    """Why (``revise`` reasons are concatenated)."""
     retry: FinalizeRetry | None = None
+    """The extra pass to run (the first valid one is kept)."""
 
     @field_validator("retry", mode="before")
     @classmethod
@@ -253,8 +313,11 @@ class AgentFinalizeOutcome(HookModel):
     action: Literal["continue", "revise", "finalize"] = "continue"
     """``continue``: nobody decided; accept the natural reply."""
     reason: str | None = None
+    """The concatenated ``revise`` reasons (or the ``finalize`` reason)."""
     retry: FinalizeRetry | None = None
+    """The retry to run (the first valid one)."""
     decided_by: list[str] = Field(default_factory=list)
+    """Ids of the plugins whose decision made the outcome."""
 
 
 # -- hookspecs -------------------------------------------------------------------------

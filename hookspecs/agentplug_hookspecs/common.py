@@ -59,24 +59,38 @@ class AgentContext(Context):
     """Correlation fields of agent-turn hooks (all optional; filled when known)."""
 
     agent_id: str | None = None
+    """Id of the agent (persona) the run belongs to."""
     session_key: str | None = None
+    """Stable key of the conversation session (channel, account and peer)."""
     session_id: str | None = None
+    """Id of the current session instance (changes when the session is reset)."""
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
     job_id: str | None = None
     """Id of the cron job that started the run (cron-initiated runs only)."""
     channel: str | None = None
+    """Messaging channel of the conversation (``telegram``, ``discord``, ...)."""
     message_provider: str | None = None
+    """Provider of the inbound message the run answers."""
     channel_id: str | None = None
+    """Id of the channel, room or chat on the provider."""
     sender_id: str | None = None
+    """Id of the user whose message started the run."""
     chat_id: str | None = None
+    """Id of the chat (conversation) on the channel."""
     channel_context: ChannelContext | None = None
     """Channel-owned sender and chat objects; their ``id`` must equal ``sender_id`` /
     ``chat_id`` when both are given."""
     trigger: str | None = None
+    """What started the run: ``user``, ``cron``, ``heartbeat``, ``subagent``, ..."""
     trace: JsonMap | None = None
+    """W3C-style trace data of the request (free-form map from the host)."""
     trace_id: str | None = None
+    """Trace id, for correlating with the host's tracing."""
     span_id: str | None = None
+    """Span id of this step in the host's trace."""
     parent_span_id: str | None = None
+    """Span id of the parent step."""
     context_token_budget: int | None = None
     """Effective token budget of the turn after the model, config and agent limits."""
     context_window_source: str | None = None
@@ -107,43 +121,69 @@ class MessageContext(Context):
     """Correlation fields of message and delivery hooks (HOOKS.md "Messages")."""
 
     session_key: str | None = None
+    """Stable key of the conversation session (channel, account and peer)."""
     run_id: str | None = None
+    """Id of the agent run (one user turn and the model calls it makes)."""
     message_id: str | None = None
+    """Id of the message on its channel."""
     sender_id: str | None = None
+    """Id of the message's sender on the channel."""
     channel: str | None = None
+    """Messaging channel (``telegram``, ``discord``, ...)."""
     account_id: str | None = None
+    """Id of the bot or account on the channel that sends or receives."""
     conversation_id: str | None = None
+    """Id of the conversation (chat, room, thread root) on the channel."""
     trace: JsonMap | None = None
+    """W3C-style trace data of the request (free-form map from the host)."""
     trace_id: str | None = None
+    """Trace id, for correlating with the host's tracing."""
     span_id: str | None = None
+    """Span id of this step in the host's trace."""
     parent_span_id: str | None = None
+    """Span id of the parent step."""
     call_depth: int | None = None
+    """How deep this delivery is nested in other deliveries (0: top level)."""
     thread_id: ThreadId | None = None
+    """Thread the message belongs to (string or integer, as the channel gives it)."""
     reply_to_id: str | None = None
+    """Short id of the message this one replies to."""
     reply_to_id_full: str | None = None
+    """Full (channel-native) id of the message this one replies to."""
     reply_to_body: str | None = None
+    """Text of the message this one replies to, when the channel gives it."""
     reply_to_sender: str | None = None
+    """Sender of the message this one replies to."""
     reply_to_is_quote: bool | None = None
+    """Whether the reply quotes the earlier message rather than answering it."""
 
 
 class ObserveOutcome(HookModel):
     """Outcome of an observation hook: nothing to act on (see the handler reports)."""
 
     kind: Literal["observe"] = "observe"
+    """Always ``observe``: observation hooks return nothing to act on."""
 
 
 class ClaimResult(Result):
     """A claim: ``handled: true`` takes the event; a synthetic ``reply`` may come with it."""
 
     handled: bool = Field(default=False, strict=True)
+    """``true`` claims the event: later handlers do not run (strict boolean)."""
     reply: Any = None
+    """Synthetic reply to send instead of running the normal path (optional)."""
     metadata: JsonMap | None = None
+    """Extra data for the host about the claim (optional)."""
 
 
 class ClaimOutcome(HookModel):
     """Outcome of a claim hook: who handled it (if anyone) and the winning result."""
 
     handled: bool = False
+    """Whether a handler claimed the event."""
     plugin_id: str | None = None
+    """Id of the plugin that claimed it (``None``: nobody did)."""
     reply: Any = None
+    """The claiming handler's synthetic reply, if any."""
     metadata: dict[str, Any] | None = None
+    """The claiming handler's metadata, if any."""

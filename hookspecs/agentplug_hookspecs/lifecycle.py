@@ -26,13 +26,16 @@ class GatewayContext(Context):
     """Context of gateway lifecycle hooks."""
 
     host: str | None = None
+    """Name of the host (gateway, CLI, test) starting or stopping."""
     reason: str | None = None
+    """Why (``startup``, ``shutdown``, ``restart``, ``reload``)."""
 
 
 class GatewayEvent(Event):
     """The host starting or stopping its plugin services."""
 
     reason: str | None = None
+    """Why the services start or stop (``startup``, ``shutdown``, ``restart``, ``reload``)."""
 
 
 class CronContext(Context):
@@ -48,7 +51,9 @@ class CronReconciledEvent(Event):
     """The scheduler reconciled its persistent state (startup or reload)."""
 
     reason: Literal["startup", "reload"]
+    """``startup`` or ``reload``."""
     enabled: bool
+    """Whether the scheduler is enabled."""
 
 
 class CronJobState(HookModel):
@@ -57,8 +62,11 @@ class CronJobState(HookModel):
     model_config = ConfigDict(frozen=True)
 
     next_run_at_ms: int | None = None
+    """When the job runs next (epoch milliseconds)."""
     last_run_status: str | None = None
+    """How the last run ended."""
     last_error: str | None = None
+    """Error of the last run, if it failed."""
 
 
 class CronJob(HookModel):
@@ -67,25 +75,35 @@ class CronJob(HookModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
+    """Id of the job."""
     enabled: bool = True
+    """Whether the job is enabled."""
     schedule: str | None = None
+    """The job's schedule (cron expression or interval), as the host stores it."""
     state: CronJobState = Field(default_factory=CronJobState)
+    """The job's runtime state."""
 
 
 class CronChangedEvent(Event):
     """A post-commit cron lifecycle change: a hint to re-read, not an ordered log."""
 
     reason: Literal["added", "updated", "removed", "started", "finished", "scheduled"]
+    """``added``, ``updated``, ``removed``, ``started``, ``finished`` or ``scheduled``."""
     job: CronJob
+    """Snapshot of the job after the change."""
     delivery_status: Literal["not-requested", "delivered", "not-delivered", "unknown"] = "unknown"
+    """``not-requested``, ``delivered``, ``not-delivered`` or ``unknown``."""
     next_run_at_ms: int | None = None
+    """When the job runs next (``scheduled``; epoch milliseconds)."""
 
 
 class InstallContext(Context):
     """Context of install hooks."""
 
     requested_by: str | None = None
+    """Who asked for it (``cli``, ``api``, a user id)."""
     source: str | None = None
+    """Where the code comes from (index URL, find-links, repository)."""
 
 
 class BuiltinScan(HookModel):
@@ -94,45 +112,69 @@ class BuiltinScan(HookModel):
     model_config = ConfigDict(frozen=True)
 
     status: Literal["ok"] = "ok"
+    """Always ``ok``: the runtime runs no built-in scan."""
     findings: list[dict[str, Any]] = Field(default_factory=list)
+    """Always empty."""
 
 
 class InstallEvent(Event):
     """Prepared install material (already downloaded, not yet installed)."""
 
     kind: Literal["plugin", "skill"] = "plugin"
+    """``plugin`` or ``skill``."""
     name: str
+    """Distribution name of the package."""
     version: str | None = None
+    """Its version, when known."""
     source: str | None = None
+    """Where it comes from (index URL, find-links, repository, install folder)."""
     path: str | None = None
     """Where the prepared material lies (a wheel, sdist or unpacked folder)."""
     files: list[str] = Field(default_factory=list)
+    """Paths of the files in the prepared material (relative)."""
     builtin_scan: BuiltinScan = Field(default_factory=BuiltinScan)
+    """Kept for compatibility: always an empty ``ok`` scan."""
+    operation: Literal["install", "eject", "sync", "reinject"] = "install"
+    """What brings the code in: ``install`` (a downloaded file), ``eject`` (the source tree
+    about to become the loaded copy), ``sync`` (the upstream tree about to be merged) or
+    ``reinject`` (the installed package that loads again once the ejected copy goes)."""
+    plugin_id: str | None = None
+    """The plugin id the operation is about (eject, sync, reinject); ``None`` for installs."""
 
 
 class InstallFinding(HookModel):
     """One finding about prepared install material."""
 
     severity: Literal["info", "warning", "critical"] = "warning"
+    """``info``, ``warning`` or ``critical``."""
     message: str
+    """What was found."""
     plugin_id: str | None = None
+    """Id of the plugin that reported it (the runtime stamps it)."""
 
 
 class InstallResult(Result):
     """Extra findings, or ``{"block": true, "block_reason": ...}``."""
 
     findings: list[InstallFinding] = Field(default_factory=list)
+    """Findings to add (accumulate in priority order)."""
     block: bool | None = Field(default=None, strict=True)
+    """``true`` blocks the operation (terminal); ``false`` is no decision."""
     block_reason: str | None = None
+    """Why it is blocked."""
 
 
 class InstallOutcome(HookModel):
     """Reduced ``before_install``."""
 
     blocked: bool = False
+    """Whether the operation is blocked (a failed handler blocks: fail closed)."""
     block_reason: str | None = None
+    """Why it was blocked."""
     blocked_by: str | None = None
+    """Id of the plugin that blocked it."""
     findings: list[InstallFinding] = Field(default_factory=list)
+    """Every handler's findings, in priority order."""
 
 
 @observe(event=GatewayEvent, ctx=GatewayContext, group=GROUP)

@@ -39,8 +39,10 @@ class InboundMessageEvent(Event):
     """
 
     content: str = ""
+    """The message text as it arrived."""
     body_for_agent: str | None = None
-    """The message text for the agent, without the channel envelope."""
+    """The text the agent should see (the runtime fills it with ``content`` when the host gives
+    none)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -48,22 +50,32 @@ class InboundMessageEvent(Event):
         return _fill_body_for_agent(data)
 
     channel: str | None = None
+    """Messaging channel the message came from."""
     sender: str | None = None
+    """Display name of the sender."""
     sender_id: str | None = None
+    """Id of the sender on the channel."""
     thread_id: ThreadId | None = None
+    """Thread the message belongs to (string or integer)."""
     message_id: str | None = None
+    """Id of the message on its channel."""
     metadata: JsonMap = Field(default_factory=dict)
+    """Extra channel data from the host (free-form map)."""
 
 
 class PairingRequestedEvent(Event):
     """A new DM pairing request (no message body or media)."""
 
     channel: str
+    """Channel of the pairing request."""
     account_id: str | None = None
+    """Id of the bot or account the request is for."""
     sender_id: str
+    """Id of the user asking to pair."""
     code: str
     """A live one-time approval credential: deliver it to trusted operators only."""
     metadata: JsonMap = Field(default_factory=dict)
+    """Extra channel data (never a message body or media)."""
 
 
 class MessageReceivedEvent(Event):
@@ -75,15 +87,23 @@ class MessageReceivedEvent(Event):
     """
 
     content: str = ""
+    """The received message text."""
     body_for_agent: str | None = None
-    """The message text for the agent, without the channel envelope."""
+    """The text the agent should see (``content`` when the host gives none)."""
     sender: str | None = None
+    """Display name of the sender."""
     sender_id: str | None = None
+    """Id of the sender on the channel."""
     thread_id: ThreadId | None = None
+    """Thread the message belongs to (string or integer)."""
     message_id: str | None = None
+    """Id of the message on its channel."""
     run_id: str | None = None
+    """Id of the run the message starts or belongs to."""
     session_key: str | None = None
+    """Stable key of the conversation session (channel, account and peer)."""
     metadata: JsonMap = Field(default_factory=dict)
+    """Extra channel data from the host (free-form map)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -95,19 +115,28 @@ class MessageSendingEvent(Event):
     """Outbound content about to be delivered."""
 
     content: str = ""
+    """The outbound text, as higher-priority handlers left it."""
     to: str | None = None
+    """Recipient (user, room or chat id)."""
     channel: str | None = None
+    """Channel the message goes out on."""
     thread_id: ThreadId | None = None
+    """Thread to reply in (string or integer)."""
     metadata: JsonMap = Field(default_factory=dict)
+    """Extra delivery data from the host (free-form map)."""
 
 
 class MessageSendingResult(Result):
     """Rewritten ``content``, or ``{cancel: true, cancel_reason?, metadata?}``."""
 
     content: str | None = None
+    """Rewritten text (lower-priority handlers see it)."""
     cancel: bool | None = Field(default=None, strict=True)
+    """``true`` suppresses the delivery (terminal); ``false`` is no decision."""
     cancel_reason: str | None = None
+    """Why it is cancelled (bounded; part of the suppressed-delivery result)."""
     metadata: dict[str, Any] | None = None
+    """Data attached to the cancellation (bounded)."""
 
     @field_validator("cancel_reason")
     @classmethod
@@ -129,11 +158,17 @@ class MessageSendingOutcome(HookModel):
     """Reduced ``message_sending``: the content to send, or a cancellation."""
 
     content: str = ""
+    """The text to send (after every rewrite)."""
     cancelled: bool = False
+    """Whether the delivery is suppressed."""
     cancel_reason: str | None = None
+    """Why it was cancelled."""
     metadata: dict[str, Any] | None = None
+    """Metadata of the cancellation."""
     cancelled_by: str | None = None
+    """Id of the plugin that cancelled it."""
     changed_by: list[str] = Field(default_factory=list)
+    """Ids of the plugins that rewrote the content, in order."""
 
 
 class ReplyPayload(HookModel):
@@ -144,10 +179,15 @@ class ReplyPayload(HookModel):
     model_config = ConfigDict(extra="allow", frozen=True, revalidate_instances="always")
 
     text: str | None = None
+    """The reply text."""
     presentation: JsonMap | None = None
+    """How to render it (buttons, formatting, ...), channel-specific."""
     delivery: JsonMap | None = None
+    """Delivery options (silent, reply-to, ...), channel-specific."""
     media: JsonList = FrozenList()
+    """References to media to attach (never trust markers: the runtime strips them)."""
     usage_state: JsonMap | None = None
+    """Usage data shown with the reply, when the host tracks it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -163,16 +203,22 @@ class ReplyPayloadEvent(Event):
     """The normalised payload about to be delivered."""
 
     payload: ReplyPayload
+    """The normalised payload about to be delivered."""
     channel: str | None = None
+    """Channel the reply goes out on."""
     to: str | None = None
+    """Recipient (user, room or chat id)."""
 
 
 class ReplyPayloadResult(Result):
     """A modified payload, or ``{"cancel": true}``. A bare payload object is accepted."""
 
     payload: ReplyPayload | None = None
+    """The modified payload (later handlers see it)."""
     cancel: bool | None = Field(default=None, strict=True)
+    """``true`` suppresses the delivery (terminal); ``false`` is no decision."""
     cancel_reason: str | None = None
+    """Why it is cancelled."""
 
     @model_validator(mode="before")
     @classmethod
@@ -190,43 +236,61 @@ class ReplyPayloadOutcome(HookModel):
     """Reduced ``reply_payload_sending``."""
 
     payload: ReplyPayload
+    """The payload that is delivered (after every change)."""
     cancelled: bool = False
+    """Whether the delivery is suppressed."""
     cancel_reason: str | None = None
+    """Why it was cancelled."""
     cancelled_by: str | None = None
+    """Id of the plugin that cancelled it."""
     changed_by: list[str] = Field(default_factory=list)
+    """Ids of the plugins that changed the payload, in order."""
 
 
 class MessageSentEvent(Event):
     """Final delivery success or failure."""
 
     content: str = ""
+    """The text that was (or failed to be) delivered."""
     to: str | None = None
+    """Recipient (user, room or chat id)."""
     channel: str | None = None
+    """Channel it went out on."""
     success: bool = True
+    """Whether the delivery succeeded."""
     error: str | None = None
+    """Why it failed (``None`` on success)."""
     message_id: str | None = None
+    """Id the channel gave the delivered message."""
 
 
 class DispatchEvent(Event):
     """An outbound dispatch before it is handed to the channel."""
 
     content: str = ""
+    """The outbound text about to be handed to the channel."""
     to: str | None = None
+    """Recipient (user, room or chat id)."""
     channel: str | None = None
+    """Channel it goes out on."""
     thread_id: ThreadId | None = None
+    """Thread to reply in (string or integer)."""
     payload: JsonMap | None = None
+    """The structured reply payload, when there is one."""
 
 
 class DispatchClaimResult(ClaimResult):
     """``handled: true`` takes the dispatch; ``content`` rewrites it for lower handlers."""
 
     content: str | None = None
+    """Rewritten text for lower-priority handlers and the channel."""
 
 
 class DispatchClaimOutcome(ClaimOutcome):
     """Reduced dispatch claim, with the latest (possibly rewritten) content."""
 
     content: str | None = None
+    """The text after the handlers' rewrites."""
 
 
 @declare(

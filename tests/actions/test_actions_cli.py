@@ -81,9 +81,12 @@ def test_list_json_is_machine_readable(tmp_path: Path, capsys: pytest.CaptureFix
     config = write_config(tmp_path / "c.json", entry())
     assert run_actions_cli(["list", "--config", str(config), "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
-    assert [a["name"] for a in payload["actions"]] == ["CHECK_WEATHER"]
-    assert payload["actions"][0]["handler"] == "http"
+    custom = [a for a in payload["actions"] if a["source"] == "custom"]
+    assert [a["name"] for a in custom] == ["CHECK_WEATHER"]
+    assert custom[0]["handler"] == "http" and custom[0]["id"] == "weather-check"
+    assert custom[0]["enabled"] is True and custom[0]["reason"] is None
     assert payload["errors"] == []
+    assert payload["config"] == str(config)
 
 
 def test_list_reports_malformed_entries_on_stderr(
@@ -96,12 +99,60 @@ def test_list_reports_malformed_entries_on_stderr(
     assert "CHECK_WEATHER" in captured.out
 
 
-def test_list_without_config_and_no_default_file_is_a_usage_error(
+def test_list_without_a_config_lists_every_builtin_and_plugin_action(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from agentplug.actions.builtins import BUILTIN_MODULES
+
     monkeypatch.chdir(tmp_path)
-    assert run_actions_cli(["list"]) == 2
-    assert "pass --config FILE" in capsys.readouterr().err
+    monkeypatch.delenv("AGENTPLUG_CONFIG", raising=False)
+    assert run_actions_cli(["list", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["config"] is None
+    builtins = {a["name"]: a for a in payload["actions"] if a["source"] == "builtin"}
+    assert {"RESTART_AGENT", "EJECT_PLUGIN", "SHELL_COMMAND", "CORE_STATUS"} <= set(builtins)
+    assert len(BUILTIN_MODULES) and builtins["CORE_STATUS"]["enabled"] is True
+    assert builtins["SHELL_COMMAND"] == {
+        **builtins["SHELL_COMMAND"],
+        "enabled": False,
+        "reason": "shell disabled: set actions.shell.enabled = true",
+    }
+
+
+def test_list_shows_builtins_left_out_by_actions_disabled_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"actions": {"disabled": ["CORE_STATUS"]}}))
+    assert run_actions_cli(["list", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "CORE_STATUS (builtin) [disabled] (disabled by actions.disabled" in out
+
+
+def test_list_shows_plugin_actions_with_their_plugin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_dist: Any
+) -> None:
+    fake_dist(
+        "fakeplug-greeter",
+        "fakeplug_greeter",
+        """
+        from agentplug import Action, ActionResult
+
+        async def greet(runtime, message, state, options):
+            return ActionResult(success=True, text="hi")
+
+        name = "Greeter"
+        description = "Says hello."
+        actions = [Action(name="SAY_HELLO", description="Say hello to the user", handler=greet)]
+        """,
+        entry_points={"greeter": "fakeplug_greeter"},
+    )
+    config = tmp_path / "c.json"
+    config.write_text("{}")
+    assert run_actions_cli(["list", "--config", str(config), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["actions"]
+    [row] = [r for r in rows if r["name"] == "SAY_HELLO"]
+    assert (row["source"], row["owner"], row["enabled"]) == ("plugin", "greeter", True)
 
 
 def test_list_reads_the_default_config_file(
@@ -203,4 +254,5 @@ def test_module_runs_as_a_script(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert [a["id"] for a in json.loads(done.stdout)["actions"]] == ["weather-check"]
+    actions = json.loads(done.stdout)["actions"]
+    assert [a["id"] for a in actions if a["source"] == "custom"] == ["weather-check"]

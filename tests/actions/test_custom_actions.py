@@ -535,6 +535,7 @@ def test_code_action_fetch_to_loopback_is_blocked_by_the_ssrf_guard(server: Loca
     assert server.requests == []
 
 
+@pytest.mark.javascript
 def test_seed_javascript_code_definition_runs_unchanged(server: LocalServer) -> None:
     entry = definition(
         parameters=[{"name": "id", "description": "i", "required": True}],

@@ -516,6 +516,26 @@ def test_install_allowed_by_the_policy_installs_the_package(live: Live) -> None:
     assert (live.target / "good_plugin" / "__init__.py").exists()
 
 
+class _NamedPlugin:
+    name = "Weather helper"
+    description = "Looks the weather up."
+
+    def register(self, api: Any) -> None:
+        api.on("message_received", lambda event: None)
+
+
+def test_plugins_endpoint_lists_id_display_name_and_description(live: Live) -> None:
+    live.host.register(_NamedPlugin(), "weather")
+    response = live.client.get("/api/plugins")
+    assert response.status_code == 200
+    rows = {row["plugin_id"]: row for row in response.json()["plugins"]}
+    assert rows["weather"]["name"] == "Weather helper"
+    assert rows["weather"]["description"] == "Looks the weather up."
+    assert rows["weather"]["hooks"] == ["message_received"]
+    assert rows["deploy-guard"]["name"] is None  # no display name: show the id
+    assert httpx.get(f"{live.url}/api/plugins").status_code == 401
+
+
 def test_install_of_an_invalid_spec_is_400(live: Live) -> None:
     response = live.client.post("/api/plugins/install", json={"spec": "https://x.example/a.whl"})
     assert response.status_code == 400

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from agentplug.actions.model import Message
 from agentplug.core.errors import ConfigError
 from agentplug.plugins.manager import (
     RECORD_FILE,
+    InstallBlockedError,
     PluginManager,
     PluginManagerError,
     PluginSettings,
@@ -161,9 +162,11 @@ def settings(links: Path, site: Path, **extra: Any) -> PluginSettings:
 
 
 def manager(tmp_path: Path, links: Path, host: PluginHost | None = None) -> PluginManager:
+    """A manager whose host (default: one with no policy and no plugins) checks the code
+    every operation brings in."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
-    return PluginManager(host, tmp_path / "state", settings=settings(links, site))
+    return PluginManager(host or PluginHost(), tmp_path / "state", settings=settings(links, site))
 
 
 def block_installs(api: PluginApi) -> None:
@@ -639,7 +642,7 @@ def test_core_eject_sync_reinject_and_status(tmp_path: Path, links: Path) -> Non
     site = tmp_path / "site"
     fake_install(site, project_urls={"Source": str(repo)}, entry_point=None)
     pm = PluginManager(
-        None, tmp_path / "state", settings=settings(links, site), core_distribution=DIST
+        PluginHost(), tmp_path / "state", settings=settings(links, site), core_distribution=DIST
     )
     report = asyncio.run(pm.eject_core())
     assert Path(report.path) == tmp_path / "state" / "core" / "tinyplug"
@@ -772,9 +775,25 @@ def test_operations_on_one_plugin_are_serialized_within_and_across_managers(
 
 
 def test_install_without_a_host_is_refused(tmp_path: Path, links: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    pm = PluginManager(None, tmp_path / "state", settings=settings(links, site))
     with pytest.raises(PluginManagerError, match="needs a host"):
-        asyncio.run(manager(tmp_path, links).install("tinyplug"))
-    assert list((tmp_path / "site").iterdir()) == []
+        asyncio.run(pm.install("tinyplug"))
+    assert list(site.iterdir()) == []
+
+
+@pytest.mark.parametrize("operation", ["eject", "sync", "reinject"])
+def test_eject_sync_and_reinject_without_a_host_are_refused(
+    tmp_path: Path, links: Path, operation: str
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    fake_install(site)
+    pm = PluginManager(None, tmp_path / "state", settings=settings(links, site))
+    with pytest.raises(PluginManagerError, match="needs a host"):
+        asyncio.run(getattr(pm, operation)("tiny"))
+    assert not pm.plugins_dir.exists() or list(pm.plugins_dir.iterdir()) == []
 
 
 def test_install_eject_reinject_actions_restart_into_the_right_copy(
@@ -834,7 +853,7 @@ def test_install_eject_reinject_actions_restart_into_the_right_copy(
 
 
 def test_an_ejected_core_on_pythonpath_is_what_runs_and_status_says_so(tmp_path: Path) -> None:
-    pm = PluginManager(None, tmp_path / "state")
+    pm = PluginManager(PluginHost(), tmp_path / "state")
     if pm.core_status().installed_commit is None:
         pytest.skip("agentplug is not installed from a git checkout here")
     report = asyncio.run(pm.eject_core())
@@ -868,3 +887,171 @@ def test_eject_falls_back_to_the_sdist_when_the_source_url_cannot_be_cloned(
     report = asyncio.run(pm.eject("tiny"))
     assert report.source_kind == "sdist"
     assert (Path(report.path) / "tinyplug" / "__init__.py").is_file()
+
+
+# ---------------------------------------------------------------------------
+# Every path that brings code in goes through the install policy and before_install
+
+BLOCK_TINY = {
+    "security": {
+        "install_policy": {
+            "enabled": True,
+            "rules": [{"action": "block", "name": "tiny*"}],
+            "default": "allow",
+        }
+    }
+}
+
+
+def snapshot(folder: Path) -> dict[str, Any]:
+    """Everything a sync may change: branches, HEAD, index state and file contents."""
+    files = {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(folder).parts
+    }
+    refs = git(folder, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads")
+    return {
+        "files": files,
+        "refs": refs,
+        "head": git(folder, "rev-parse", "HEAD"),
+        "status": git(folder, "status", "--porcelain"),
+    }
+
+
+def recording_scanner(seen: list[Any], block_when: Callable[[Any], bool]) -> Any:
+    def register(api: PluginApi) -> None:
+        def scan(event: Any) -> dict[str, Any] | None:
+            tree = Path(event.path)
+            source = tree / "tinyplug" / "__init__.py"
+            seen.append((event.operation, event.plugin_id, event.name, list(event.files)))
+            if block_when(source.read_text() if source.is_file() else ""):
+                return {"block": True, "block_reason": "scanner found 'evil'"}
+            return None
+
+        api.on("before_install", scan)
+
+    return register
+
+
+def test_eject_blocked_by_the_install_policy_leaves_nothing(tmp_path: Path, links: Path) -> None:
+    pm = manager(tmp_path, links, PluginHost(BLOCK_TINY))
+    repo = upstream_repo(tmp_path / "repo")
+    fake_install(tmp_path / "site", project_urls={"Source": str(repo)})
+    with pytest.raises(
+        InstallBlockedError,
+        match=r"eject of tinyplug blocked by "
+        r"security.install_policy",
+    ) as info:
+        asyncio.run(pm.eject("tiny"))
+    assert info.value.blocked_by == "security.install_policy"
+    assert not pm.ejected_path("tiny").exists()
+    assert [p.name for p in pm.plugins_dir.iterdir()] == []  # no temporary folder left
+    assert ejected_source(pm.state_dir, "tiny") is None
+
+
+def test_eject_shows_before_install_the_source_tree_it_is_about_to_load(
+    tmp_path: Path, links: Path
+) -> None:
+    seen: list[Any] = []
+    host = PluginHost()
+    host.register(recording_scanner(seen, lambda text: "evil" in text), "scanner")
+    pm = manager(tmp_path, links, host)
+    repo = upstream_repo(tmp_path / "repo")
+    fake_install(tmp_path / "site", project_urls={"Source": str(repo)})
+    asyncio.run(pm.eject("tiny"))
+    [(operation, plugin_id, name, files)] = seen
+    assert (operation, plugin_id, name) == ("eject", "tiny", "tinyplug")
+    assert "tinyplug/__init__.py" in files and not any(f.startswith(".git/") for f in files)
+
+
+def test_sync_scans_new_upstream_commits_before_the_merge_and_a_block_changes_nothing(
+    tmp_path: Path, links: Path
+) -> None:
+    seen: list[Any] = []
+    host = PluginHost()
+    host.register(recording_scanner(seen, lambda text: "evil" in text), "scanner")
+    pm = manager(tmp_path, links, host)
+    repo = upstream_repo(tmp_path / "repo")
+    fake_install(tmp_path / "site", project_urls={"Repository": str(repo)})
+    folder = Path(asyncio.run(pm.eject("tiny")).path)
+    (folder / "LOCAL.md").write_text("an uncommitted local edit\n")
+    before = snapshot(folder)
+    commit_change(repo, 'GREETING = "evil"\n', "upstream turns evil")
+    with pytest.raises(InstallBlockedError, match="sync of tinyplug blocked by scanner"):
+        asyncio.run(pm.sync("tiny"))
+    assert snapshot(folder) == before  # files, branches, HEAD and status untouched
+    assert seen[-1][0] == "sync" and "tinyplug/__init__.py" in seen[-1][3]
+    commit_change(repo, 'GREETING = "fine again"\n', "upstream fixed")
+    report = asyncio.run(pm.sync("tiny"))
+    assert report.merged and "fine again" in (folder / "tinyplug" / "__init__.py").read_text()
+
+
+def test_reinject_checks_the_installed_package_and_a_block_keeps_the_ejected_copy(
+    tmp_path: Path, links: Path
+) -> None:
+    seen: list[Any] = []
+    host = PluginHost()
+    block = {"on": False}
+    host.register(recording_scanner(seen, lambda text: block["on"]), "scanner")
+    pm = manager(tmp_path, links, host)
+    repo = upstream_repo(tmp_path / "repo")
+    fake_install(tmp_path / "site", project_urls={"Source": str(repo)})
+    folder = Path(asyncio.run(pm.eject("tiny")).path)
+    block["on"] = True
+    with pytest.raises(InstallBlockedError, match="reinject of tinyplug blocked by scanner"):
+        asyncio.run(pm.reinject("tiny"))
+    assert folder.is_dir() and ejected_source(pm.state_dir, "tiny") == folder.resolve()
+    assert seen[-1][:3] == ("reinject", "tiny", "tinyplug")
+    block["on"] = False
+    assert asyncio.run(pm.reinject("tiny")).removed and not folder.exists()
+
+
+def test_eject_core_goes_through_the_install_policy(tmp_path: Path, links: Path) -> None:
+    repo = upstream_repo(tmp_path / "repo")
+    site = tmp_path / "site"
+    fake_install(site, project_urls={"Source": str(repo)}, entry_point=None)
+    pm = PluginManager(
+        PluginHost(BLOCK_TINY),
+        tmp_path / "state",
+        settings=settings(links, site),
+        core_distribution=DIST,
+    )
+    with pytest.raises(InstallBlockedError, match=r"security\.install_policy"):
+        asyncio.run(pm.eject_core())
+    assert not pm.core_dir.exists()
+
+
+def test_eject_plugin_action_blocked_by_the_policy_is_a_failed_result_naming_it(
+    tmp_path: Path, links: Path
+) -> None:
+    host = PluginHost(BLOCK_TINY)
+    pm = manager(tmp_path, links, host)
+    host.actions.register_service("plugin_manager", pm)
+    repo = upstream_repo(tmp_path / "repo")
+    fake_install(tmp_path / "site", project_urls={"Source": str(repo)})
+    flow = run_action(host, "EJECT_PLUGIN", pluginId="tiny")
+    assert flow.outcome == "failed"
+    assert "blocked by security.install_policy" in flow.result.text
+    assert not pm.ejected_path("tiny").exists()
+
+
+def test_cli_plugin_eject_blocked_by_the_policy_exits_1_with_one_line_and_changes_nothing(
+    tmp_path: Path, links: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from agentplug.cli.main import main
+
+    site = tmp_path / "site"
+    repo = upstream_repo(tmp_path / "repo")
+    fake_install(site, project_urls={"Source": str(repo)})
+    config = tmp_path / "agentplug.json"
+    plugins = {"find_links": [str(links)], "no_index": True, "target": str(site)}
+    config.write_text(json.dumps({**BLOCK_TINY, "actions": {"plugins": plugins}}))
+    monkeypatch.setenv("AGENTPLUG_CACHE_DIR", str(tmp_path / "cache"))
+    state = tmp_path / "state"
+    argv = ["plugin", "eject", "tiny", "--config", str(config), "--state-dir", str(state)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("agentplug plugin eject: error: eject of ")
+    assert "blocked by security.install_policy" in err and "Traceback" not in err
+    assert not (state / "plugins" / "tiny").exists()

@@ -81,7 +81,6 @@ def test_cli_mode_exits_75_and_the_supervised_second_run_sees_the_restarting_mem
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     log_file = tmp_path / "log.jsonl"
-    started = time.monotonic()
     done = subprocess.run(
         [
             sys.executable,
@@ -103,8 +102,8 @@ def test_cli_mode_exits_75_and_the_supervised_second_run_sees_the_restarting_mem
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - started < 60  # sanity: nobody waited for the 60 s sleep
     entries = read_log(log_file)
+    assert {"error": "not restarted"} not in entries  # the restart ended the 60 s sleep
     assert entries[0] == {"run": 0, "mode": "cli", "memories": []}
     assert {"reply": "Restarting..."} in entries
     assert {"event": "gateway_stop"} in entries  # stopped before exiting
@@ -248,16 +247,23 @@ def test_embedded_restart_reloads_a_plugin_whose_ejected_source_changed(
 def test_restart_completes_while_a_gateway_stop_handler_hangs(style: str) -> None:
     release = threading.Event()
     started: list[str] = []
+    finished: list[str] = []
 
     def register(api: PluginApi) -> None:
         if style == "async":
 
             async def hang() -> None:
                 await asyncio.sleep(3600)
+                finished.append("stop")
 
             api.on("gateway_stop", hang)
         else:
-            api.on("gateway_stop", lambda: release.wait(60), thread=True)
+
+            def hang_in_thread() -> None:
+                release.wait(3600)
+                finished.append("stop")
+
+            api.on("gateway_stop", hang_in_thread, thread=True)
         api.on("gateway_start", lambda: started.append("start"))
 
     host = PluginHost({"plugins": {"entries": {"hanger": {"hooks": {"timeout_ms": 600_000}}}}})
@@ -265,19 +271,18 @@ def test_restart_completes_while_a_gateway_stop_handler_hangs(style: str) -> Non
     controller = RestartController("embedded", delay_s=0, stop_budget_s=0.3)
 
     async def go() -> Any:
-        began = time.monotonic()
         report = await controller.restart(host, "hang test")
-        elapsed = time.monotonic() - began
+        # Still hanging when the restart returned: the restart did not wait for it.
+        hanging = not finished
         release.set()  # let the abandoned thread end (asyncio.run joins its executor)
-        return report, elapsed
+        return report, hanging
 
     try:
-        report, elapsed = asyncio.run(go())
+        report, hanging = asyncio.run(go())
     finally:
         release.set()
     assert report.stop_timed_out and "restart:gateway_stop" in report.stop_pending
-    assert started == ["start"]
-    assert elapsed < 20  # generous: the budget is 0.3 s, the handler would hang for an hour
+    assert started == ["start"] and hanging
 
 
 def test_cli_mode_stops_the_gateway_then_exits_with_75() -> None:

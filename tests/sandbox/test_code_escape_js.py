@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import pytest
 from agentplug.sandbox import CodeSandbox, FetchRequest, FetchResponse, SandboxResult
 
-pytest.importorskip("py_mini_racer")
+pytestmark = pytest.mark.javascript
 
 TIME_LIMIT_S = 1.5
-SANITY_BOUND_S = 15.0
+# What the sandbox reports when it ends a run at one of its limits (never how long it took:
+# the machine may be loaded, and a slow kill is still a kill).
+TIME_LIMIT_ERROR = f"timed out after {TIME_LIMIT_S:g}s (the sandbox process was killed)"
+CPU_LIMIT_ERROR = "sandbox process ended: CPU time limit exceeded"
+MEMORY_LIMIT_ERROR = "memory limit exceeded (the process was killed)"
 FILE_SECRET = "agentplug-file-secret-1b8e44"
 HOST_ENV_SECRET = "agentplug-env-secret-7f3a9c"
 
@@ -85,39 +88,38 @@ def test_host_environment_is_not_reachable(sandbox: CodeSandbox) -> None:
     assert not leaked(r)
 
 
+def killed_at_a_limit(result: SandboxResult) -> bool:
+    """The run failed because the sandbox killed it at its time or CPU limit."""
+    return not result.ok and result.error in (TIME_LIMIT_ERROR, CPU_LIMIT_ERROR)
+
+
 def test_infinite_loop_is_killed(sandbox: CodeSandbox) -> None:
-    started = time.monotonic()
     r = run_js(sandbox, "while (true) {}")
     assert r.timed_out and not r.ok
-    assert time.monotonic() - started < SANITY_BOUND_S
+    assert r.error == TIME_LIMIT_ERROR
 
 
 def test_busy_loop_inside_a_promise_is_killed(sandbox: CodeSandbox) -> None:
-    started = time.monotonic()
     r = run_js(sandbox, "await new Promise(() => { while (true) {} }); return 'never';")
     assert r.timed_out
-    assert time.monotonic() - started < SANITY_BOUND_S
+    assert r.error == TIME_LIMIT_ERROR
 
 
 def test_promise_that_never_settles_is_killed(sandbox: CodeSandbox) -> None:
-    started = time.monotonic()
     r = run_js(sandbox, "await new Promise(() => {}); return 'never';")
     assert r.timed_out
-    assert time.monotonic() - started < SANITY_BOUND_S
+    assert r.error == TIME_LIMIT_ERROR
 
 
 def test_microtask_flood_is_killed(sandbox: CodeSandbox) -> None:
-    started = time.monotonic()
     r = run_js(
         sandbox,
         "const spin = () => Promise.resolve().then(spin); spin(); await new Promise(() => {});",
     )
-    assert not r.ok
-    assert time.monotonic() - started < SANITY_BOUND_S
+    assert killed_at_a_limit(r), r
 
 
 def test_memory_blowup_is_stopped(sandbox: CodeSandbox) -> None:
-    started = time.monotonic()
     r = asyncio.run(
         sandbox.run(
             "const a = []; while (true) { a.push(new Array(1e6).fill(1.5)); }",
@@ -129,7 +131,7 @@ def test_memory_blowup_is_stopped(sandbox: CodeSandbox) -> None:
     )
     assert not r.ok
     assert not r.timed_out, "memory must be bounded before the time limit"
-    assert time.monotonic() - started < SANITY_BOUND_S
+    assert "out of memory" in (r.error or "") or r.error == MEMORY_LIMIT_ERROR, r
 
 
 def test_huge_string_output_is_bounded(sandbox: CodeSandbox) -> None:

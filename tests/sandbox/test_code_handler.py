@@ -57,6 +57,10 @@ def test_other_return_values_are_json_encoded(sandbox: CodeSandbox) -> None:
 
 def test_returning_nothing_gives_done(sandbox: CodeSandbox) -> None:
     assert py(sandbox, "x = 1").output == "Done"
+
+
+@pytest.mark.javascript
+def test_returning_nothing_gives_done_in_javascript(sandbox: CodeSandbox) -> None:
     r = asyncio.run(sandbox.run("let x = 1;", {}, language="javascript", timeout_s=5))
     assert r.ok and r.output == "Done"
 
@@ -98,6 +102,7 @@ def test_fetch_is_bridged_to_the_host_callable_in_python(sandbox: CodeSandbox) -
     ]
 
 
+@pytest.mark.javascript
 def test_fetch_is_bridged_to_the_host_callable_in_javascript(sandbox: CodeSandbox) -> None:
     fake = FakeFetch(status=404)
     code = (
@@ -126,6 +131,7 @@ def test_fetch_errors_of_the_host_callable_reach_the_code(sandbox: CodeSandbox) 
     assert r.ok and "blocked by SSRF guard" in r.output
 
 
+@pytest.mark.javascript
 def test_seed_javascript_definition_runs_unchanged(sandbox: CodeSandbox) -> None:
     fake = FakeFetch()
     defn = CodeHandlerDef.model_validate(SEED_HANDLER)
@@ -182,11 +188,15 @@ def test_invalid_arguments_are_rejected(sandbox: CodeSandbox) -> None:
         asyncio.run(sandbox.run("return 1", {}, timeout_s=0))
 
 
+@pytest.mark.javascript
 def test_console_exists_in_javascript_and_prints_are_not_the_output(sandbox: CodeSandbox) -> None:
     r = asyncio.run(
         sandbox.run("console.log('noise'); return 'value';", {}, language="javascript", timeout_s=5)
     )
     assert r.ok and r.output == "value"
+
+
+def test_prints_are_not_the_output_in_python(sandbox: CodeSandbox) -> None:
     assert py(sandbox, "print('noise')\nreturn 'value'").output == "value"
 
 

@@ -402,3 +402,50 @@ def test_a_policy_cannot_claim_another_plugins_identity_on_its_approval_request(
     assert outcome.approval is not None
     assert outcome.approval.plugin_id == "budgeter"
     assert outcome.approval_policy == "budget"
+
+
+# -- evaluate's signature -------------------------------------------------------------------
+
+
+def _register_direct(host: PluginHost, policy_id: str, evaluate: Callable[..., Any]) -> None:
+    host.register(
+        lambda api: api.register_trusted_tool_policy(policy_id, evaluate, description="t"), "core"
+    )
+
+
+def test_a_one_argument_policy_is_called_with_the_event_and_decides_normally() -> None:
+    host = PluginHost({})
+    _register_direct(
+        host,
+        "no-rm",
+        lambda event: (
+            {"block": True, "block_reason": "no rm"} if event.params.get("cmd") == "rm" else None
+        ),
+    )
+    assert evaluate(host, cmd="ls").blocked is False
+    blocked = evaluate(host, cmd="rm")
+    assert blocked.blocked and blocked.block_reason == "no rm"
+    assert [t.status for t in blocked.trace] == ["block"]
+
+
+def test_a_policy_taking_only_ctx_or_nothing_is_accepted() -> None:
+    seen: list[str] = []
+    host = PluginHost({})
+    host.register(
+        lambda api: (
+            api.register_trusted_tool_policy(
+                "ctx-only", lambda ctx: seen.append(type(ctx).__name__)
+            ),
+            api.register_trusted_tool_policy("no-args", lambda: seen.append("none")),
+        ),
+        "core",
+    )
+    outcome = evaluate(host, cmd="ls")
+    assert not outcome.blocked and seen == ["ToolContext", "none"]
+
+
+def test_a_policy_with_an_unusable_signature_is_rejected_at_registration_naming_it() -> None:
+    host = PluginHost({})
+    with pytest.raises(TrustedPolicyError, match=r"'core'.*'three'.*\['extra'\]"):
+        _register_direct(host, "three", lambda event, ctx, extra: None)
+    assert host.trusted_policies.policies == []

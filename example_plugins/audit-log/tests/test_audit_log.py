@@ -142,6 +142,21 @@ def test_agent_end_is_recorded_with_conversation_access(
     assert SECRET not in audit_path.read_text(encoding="utf-8")
 
 
+def test_conversation_hooks_are_left_out_quietly_when_access_is_not_granted(
+    audit_log: PluginRecord,
+) -> None:
+    assert CONVERSATION_HOOKS.isdisjoint(audit_log.hooks + audit_log.refused_hooks)
+    assert audit_log.warnings == []
+
+
+@audit_entry(config={"conversation_hooks": True})
+def test_conversation_hooks_forced_on_without_access_are_refused_and_reported(
+    audit_log: PluginRecord,
+) -> None:
+    assert set(audit_log.refused_hooks) >= CONVERSATION_HOOKS
+    assert len(audit_log.warnings) == len(CONVERSATION_HOOKS)
+
+
 @audit_entry(config={"conversation_hooks": False})
 def test_conversation_hooks_can_be_left_out_without_gate_warnings(
     audit_log: PluginRecord,

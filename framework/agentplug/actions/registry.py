@@ -16,6 +16,7 @@ from agentplug.actions.model import Action
 
 __all__ = [
     "HOST_OWNER",
+    "UNAVAILABLE",
     "ActionConflictError",
     "ActionRegistrationError",
     "ActionRegistry",
@@ -24,6 +25,10 @@ __all__ = [
 
 HOST_OWNER = "host"
 """Owner recorded for actions the host registers directly."""
+UNAVAILABLE = "unavailable"
+"""``Action.metadata`` key: why a registered action cannot run as configured (a one-line
+reason naming the setting, e.g. ``"shell disabled: set actions.shell.enabled = true"``);
+``agentplug actions list`` shows it as not enabled."""
 
 
 def normalize_action_name(name: str) -> str:

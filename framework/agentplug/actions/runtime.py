@@ -16,7 +16,7 @@ from agentplug.actions.custom import (
     load_custom_actions,
 )
 from agentplug.actions.flow import FlowResult, SimpleActionRuntime, run_action_flow
-from agentplug.actions.model import Message, State
+from agentplug.actions.model import Action, Message, State
 from agentplug.actions.registry import ActionRegistry
 from agentplug.core.errors import ConfigError
 from agentplug.security.ssrf import SSRFPolicy
@@ -59,6 +59,8 @@ class AgentRuntime(SimpleActionRuntime):
         self.custom_services = services
         self.custom: LoadResult | None = None
         self._builtins = builtins
+        self.disabled_builtins: list[Action] = []
+        """Built-in actions left out by ``actions.disabled`` (listed, never registered)."""
         """Registers the built-in actions on first :meth:`load` (the ``actions`` service
         passes :func:`agentplug.actions.builtins.register_builtins`)."""
 
@@ -73,7 +75,10 @@ class AgentRuntime(SimpleActionRuntime):
             register, self._builtins = self._builtins, None
             register(self)
         result = await self.host.dispatch("provide_actions", {"reason": reason})
-        for plugin_id, actions in result.outcome.by_plugin.items():
+        by_plugin = self._declared_actions(problems)
+        for plugin_id, provided in result.outcome.by_plugin.items():
+            by_plugin[plugin_id] = [*by_plugin.get(plugin_id, []), *(provided or [])]
+        for plugin_id, actions in by_plugin.items():
             self.registry.unregister_owner(plugin_id)
             try:
                 self.registry.add_plugin_actions(plugin_id, actions)
@@ -115,6 +120,23 @@ class AgentRuntime(SimpleActionRuntime):
                 services, shell=host_shell_backend(self.host)
             )
         return self.custom_services
+
+    def _declared_actions(self, problems: list[str]) -> dict[str, list[Any]]:
+        """``actions = [...]`` of each plugin object (the seed's plugin shape, ACTIONS.md):
+        registered as if the plugin had returned them from ``provide_actions``."""
+        found: dict[str, list[Any]] = {}
+        for record in self.host.plugins:
+            declared = getattr(self.host.plugin_object(record.plugin_id), "actions", None)
+            if declared is None or callable(declared):
+                continue
+            if not isinstance(declared, list | tuple):
+                problems.append(
+                    f"plugin {record.plugin_id!r}: 'actions' must be a list of "
+                    f"agentplug.actions.Action, got {type(declared).__name__}"
+                )
+                continue
+            found[record.plugin_id] = list(declared)
+        return found
 
     async def run(
         self, message: Message | str, state: State | None = None, **kwargs: Any

@@ -14,7 +14,9 @@ Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to
   ``WS /api/terminal/runs/{id}/stream`` streams ``{type: "output", data, seq}`` chunks and
   ends with ``{type: "exit", exit_code, truncated, timed_out}``;
   ``GET /api/terminal/runs/{id}`` is the run's status and, once finished, its result;
-* ``POST /api/plugins/install`` ``{spec}``: the plugin manager's report (403 when blocked);
+* ``GET /api/plugins``: the loaded plugins (id, display name, description, distribution,
+  hooks, load errors); ``POST /api/plugins/install`` ``{spec}``: the plugin manager's report
+  (403 when blocked);
 * ``GET|POST /api/custom-actions``, ``GET|PUT|DELETE /api/custom-actions/{id}``: the
   config file's ``customActions``, registered live; ``POST /api/custom-actions/{id}/test``
   ``{params}``: ``{ok, output, duration_ms}`` (429 while ``MAX_ACTIVE_CODE_TESTS`` ``code``
@@ -174,6 +176,7 @@ def create_app(
         Route("/api/terminal/run", api.terminal_run, methods=["POST"]),
         Route("/api/terminal/runs/{run_id}", api.terminal_status, methods=["GET"]),
         WebSocketRoute("/api/terminal/runs/{run_id}/stream", api.terminal_stream),
+        Route("/api/plugins", api.plugins_list, methods=["GET"]),
         Route("/api/plugins/install", api.plugins_install, methods=["POST"]),
         Route("/api/custom-actions", api.actions_list, methods=["GET"]),
         Route("/api/custom-actions", api.actions_create, methods=["POST"]),

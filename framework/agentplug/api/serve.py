@@ -5,7 +5,8 @@
 1. refuses any bind address that is not loopback (``127.0.0.1`` by default, ``::1`` or
    ``localhost``): the API runs shell commands and installs packages;
 2. builds a :class:`~agentplug.core.host.PluginHost` from the config (``--config``, else
-   ``$AGENTPLUG_CONFIG``; its ``customActions`` are what the CRUD endpoints edit) with its
+   ``$AGENTPLUG_CONFIG``, else ``./agentplug.{toml,yaml,json}``; the ``customActions`` of a
+   JSON config are what the CRUD endpoints edit) with its
    state store in the state directory (``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else
    ``runtime.state_dir``, else ``.agentplug-state``), wires a
    :class:`~agentplug.services.approvals.ProgrammaticResolver` into an
@@ -37,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from agentplug.api.extra import API_EXTRA, missing_api_modules
 from agentplug.api.loopback import is_loopback_name
-from agentplug.core.config import AgentplugConfig, load_config
-from agentplug.core.errors import AgentplugError
+from agentplug.core.config import AgentplugConfig
+from agentplug.core.config_lookup import CONFIG_HELP, resolve_config
+from agentplug.core.errors import AgentplugError, one_line
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -252,6 +254,21 @@ async def _serve(
     return 0
 
 
+def _editable_config(path: Path | None) -> str | None:
+    """The config file the custom-action endpoints may rewrite: JSON only (a TOML or YAML
+    file is read, never rewritten as JSON; its custom actions are then read-only)."""
+    if path is None:
+        return None
+    if path.suffix.lower() == ".json":
+        return str(path)
+    print(
+        f"agentplug serve: note: {path} is not JSON; the custom-action endpoints will not "
+        "edit it (use a JSON config to edit custom actions through the API)",
+        file=sys.stderr,
+    )
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run ``agentplug serve`` with parsed arguments; return the exit code."""
     try:
@@ -259,7 +276,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not 0 <= args.port <= 65535:
             raise ServeError(f"--port {args.port} is not a TCP port (0-65535; 0 picks a free one)")
     except ServeError as exc:
-        print(f"agentplug serve: error: {exc}", file=sys.stderr)
+        print(f"agentplug serve: error: {one_line(exc)}", file=sys.stderr)
         return _EXIT_USAGE
     missing = missing_api_modules()
     if missing:
@@ -270,9 +287,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return _EXIT_FAILED
-    config_path = args.config or os.environ.get(CONFIG_ENV) or None
     try:
-        config = load_config(config_path) if config_path else AgentplugConfig()
+        config, source = resolve_config(args.config, verbose=bool(getattr(args, "verbose", 0)))
+        config_path = _editable_config(source.path)
         state_dir = _state_dir(args.state_dir, config)
         if args.token_file:
             token, token_path = _read_token(Path(args.token_file)), None
@@ -280,12 +297,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
             token, token_path = write_token(state_dir)
         sock = _bind(address, args.port)
     except (ServeError, AgentplugError) as exc:
-        print(f"agentplug serve: error: {exc}", file=sys.stderr)
+        print(f"agentplug serve: error: {one_line(exc)}", file=sys.stderr)
         return _EXIT_USAGE if isinstance(exc, AgentplugError) else _EXIT_FAILED
     try:
         return asyncio.run(_run(config, config_path, state_dir, token, token_path, sock))
     except AgentplugError as exc:  # invalid settings found while building or loading
-        print(f"agentplug serve: error: {exc}", file=sys.stderr)
+        print(f"agentplug serve: error: {one_line(exc)}", file=sys.stderr)
         return _EXIT_USAGE
     finally:
         sock.close()
@@ -309,7 +326,7 @@ async def _run(
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help=f"JSON config file (default: ${CONFIG_ENV})")
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     parser.add_argument(
         "--host",
         default="127.0.0.1",

@@ -1,16 +1,23 @@
-"""``agentplug actions ...``: list and try custom actions from a config file.
+"""``agentplug actions ...``: list every action, try a custom one, run the whole flow.
 
-``agentplug actions list [--config FILE] [--json]`` shows the definitions of ``customActions``
-(enabled and disabled) and reports malformed entries on stderr.
+``agentplug actions list [--config FILE] [--json]`` lists every action of a host built from
+the config (none needed): built-ins, actions of installed plugins and custom actions
+(``customActions``), each with its source, whether it is enabled and, when it is not, why
+(``shell disabled: set actions.shell.enabled = true``); malformed custom entries are
+reported on stderr.
 
-``agentplug actions test NAME --config FILE [--param KEY=VALUE ...] [--json]`` runs one
-definition's handler through :func:`~agentplug.actions.custom.build_test_handler` (nothing is
-registered) and prints ``{ok, output}``; the exit code is 0 when ``ok`` is true, 1 when it is
-false, 2 for usage errors (unknown action, unreadable config, malformed ``--param``).
+``agentplug actions test NAME [--config FILE] [--param KEY=VALUE ...] [--json]`` runs one
+custom definition's handler through :func:`~agentplug.actions.custom.build_test_handler`
+(nothing is registered) and prints ``{ok, output}``; the exit code is 0 when ``ok`` is true,
+1 when it is false, 2 for usage errors (unknown action, unreadable config, malformed
+``--param``).
 
-The host CLI calls :func:`add_actions_commands` with its subparsers; every leaf parser sets
-``func`` to a callable taking the parsed namespace and returning the exit code.
-:func:`run_actions_cli` runs the same commands standalone (``python -m agentplug.cli.actions``).
+Every command finds its config with the one lookup of
+:mod:`agentplug.core.config_lookup` (``--config``, ``$AGENTPLUG_CONFIG``,
+``./agentplug.{toml,yaml,json}``, none). The host CLI calls :func:`add_actions_commands`
+with its subparsers; every leaf parser sets ``func`` to a callable taking the parsed
+namespace and returning the exit code. :func:`run_actions_cli` runs the same commands
+standalone (``python -m agentplug.cli.actions``).
 """
 
 from __future__ import annotations
@@ -18,10 +25,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from agentplug.actions.custom import (
@@ -32,20 +37,18 @@ from agentplug.actions.custom import (
     read_custom_action_defs,
 )
 from agentplug.actions.registry import normalize_action_name
-from agentplug.core.datafiles import read_data_file
+from agentplug.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_config, one_line
+from agentplug.core.config import AgentplugConfig
+from agentplug.core.config_lookup import CONFIG_HELP
 from agentplug.core.errors import AgentplugError
 from agentplug.security.ssrf import SSRFPolicy
 
-__all__ = ["DEFAULT_CONFIG", "add_actions_commands", "main", "run_actions_cli"]
+__all__ = ["add_actions_commands", "main", "run_actions_cli"]
 
-_SUMMARY = "List and test the custom actions (customActions) of a config file."
-
-DEFAULT_CONFIG = "agentplug.json"
-"""Config file looked up in the current directory when ``--config`` is not given."""
-
-_EXIT_OK = 0
-_EXIT_NOT_OK = 1
-_EXIT_USAGE = 2
+_SUMMARY = (
+    "List every action (built-in, plugin, custom) with why it is off, test one custom "
+    "action, or run a message through the whole action flow."
+)
 
 
 def add_actions_commands(subparsers: Any) -> None:
@@ -54,7 +57,9 @@ def add_actions_commands(subparsers: Any) -> None:
     ``subparsers`` is what ``ArgumentParser.add_subparsers()`` returned.
     """
     parser = subparsers.add_parser(
-        "actions", help="list and test custom actions", description=_SUMMARY
+        "actions",
+        help="list every action, test a custom one, run the action flow",
+        description=_SUMMARY,
     )
     _add_subcommands(parser)
 
@@ -63,10 +68,13 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=lambda args: _usage(parser))
     commands = parser.add_subparsers(dest="actions_command", metavar="{list,test,run}")
 
-    listing = commands.add_parser("list", help="list the custom actions of a config file")
-    listing.add_argument(
-        "--config", metavar="FILE", help=f"config file (default: ./{DEFAULT_CONFIG})"
+    listing = commands.add_parser(
+        "list",
+        help="list every action: built-in, plugin and custom, enabled or not (and why)",
+        description="Every action of a host built from the config (no config needed): "
+        "its source (builtin, plugin, custom, host), whether it is enabled and why not.",
     )
+    listing.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(func=cmd_list)
 
@@ -74,7 +82,7 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
         "test", help="run one custom action's handler without registering it"
     )
     test.add_argument("name", metavar="NAME", help="the action's name or id")
-    test.add_argument("--config", metavar="FILE", required=True, help="config file")
+    test.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     test.add_argument(
         "--param",
         metavar="KEY=VALUE",
@@ -109,7 +117,7 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
         ),
     )
     run.add_argument("message", metavar="TEXT", help="the message (action name + parameters)")
-    run.add_argument("--config", metavar="FILE", help="operator config file")
+    run.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     run.add_argument("--room", metavar="ID", help="room id of the message")
     run.add_argument("--json", action="store_true", help="print the result and trace as JSON")
     run.set_defaults(func=cmd_run)
@@ -117,17 +125,13 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``actions run``: the whole flow on a real host; exit 1 unless the action succeeded."""
-    import asyncio
-
     from agentplug.actions.model import Message
-    from agentplug.core.config import AgentplugConfig, load_config
-    from agentplug.core.errors import AgentplugError
     from agentplug.core.host import PluginHost
 
     try:
-        config = load_config(args.config) if args.config else AgentplugConfig()
+        config, _ = command_config(args)
     except AgentplugError as exc:
-        return _error(str(exc))
+        return _error(one_line(exc))
 
     from agentplug.agent.selection import language_aware_flow
 
@@ -174,70 +178,77 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{name}: {flow.outcome}")
         if result is not None:
             print(result.text)
-    return 0 if flow.ok else 1
+    return EXIT_OK if flow.ok else EXIT_FAILED
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return _EXIT_USAGE
+    print(
+        f"{parser.prog}: error: choose a command: list, test, run (see `{parser.prog} --help`)",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE
 
 
 def _error(text: str) -> int:
     print(f"agentplug actions: error: {text}", file=sys.stderr)
-    return _EXIT_USAGE
+    return EXIT_USAGE
 
 
-def _config_path(value: str | None) -> Path:
-    if value:
-        return Path(value)
-    return Path(os.getcwd()) / DEFAULT_CONFIG
+def _describe(row: Any) -> str:
+    if row.source == "custom":
+        where = f"id {row.custom_id}, {row.handler}"
+    elif row.source == "plugin":
+        where = f"plugin {row.owner}"
+    else:
+        where = row.source
+    state = "" if row.enabled else f" [disabled] ({row.reason})"
+    return f"{row.name} ({where}){state}"
 
 
-def _describe(defn: CustomActionDef) -> dict[str, Any]:
-    return {
-        "id": defn.id,
-        "name": defn.name,
-        "description": defn.description,
-        "similes": defn.similes,
-        "enabled": defn.enabled,
-        "handler": defn.handler.type,
-        "parameters": [p.model_dump() for p in defn.parameters],
-    }
+async def _listing(config: AgentplugConfig) -> tuple[list[Any], list[str]]:
+    from agentplug.actions.catalogue import list_actions
+    from agentplug.core.host import PluginHost
+
+    host = PluginHost(config)
+    host.load_installed()
+    try:
+        problems = await host.actions.load()
+        return list_actions(host.actions), problems
+    finally:
+        await host.aclose(1.0)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """``actions list``: print every valid definition; malformed entries go to stderr."""
-    path = _config_path(args.config)
-    if args.config is None and not path.exists():
-        return _error(f"no {DEFAULT_CONFIG} in the current directory; pass --config FILE")
+    """``actions list``: every action, enabled or not; problems go to stderr."""
     try:
-        definitions, errors = read_custom_action_defs(path)
-    except CustomActionConfigError as exc:
-        return _error(str(exc))
-    for error in errors:
-        print(f"warning: {error}", file=sys.stderr)
+        config, source = command_config(args)
+        _, errors = read_custom_action_defs({"customActions": list(config.custom_actions)})
+    except (AgentplugError, CustomActionConfigError) as exc:
+        return _error(one_line(exc))
+    rows, problems = asyncio.run(_listing(config))
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
     if args.json:
         payload = {
-            "config": str(path),
-            "actions": [_describe(d) for d in definitions],
+            "config": str(source.path) if source.path is not None else None,
+            "actions": [
+                {**row.model_dump(mode="json", exclude={"custom_id"}), "id": row.custom_id}
+                for row in rows
+            ],
             "errors": [
                 {"index": e.index, "id": e.id, "field": e.field, "message": e.message}
                 for e in errors
             ],
         }
         print(json.dumps(payload, indent=2, ensure_ascii=False))
-        return _EXIT_OK
-    if not definitions:
-        print(f"no custom actions in {path}")
-        return _EXIT_OK
-    for defn in definitions:
-        state = "" if defn.enabled else " [disabled]"
-        print(f"{defn.name} (id {defn.id}, {defn.handler.type}){state}")
-        print(f"    {defn.description}")
-        for param in defn.parameters:
-            need = "required" if param.required else "optional"
-            print(f"    - {param.name} ({need}): {param.description}")
-    return _EXIT_OK
+        return EXIT_OK
+    for row in rows:
+        print(_describe(row))
+        print(f"    {row.description}")
+        for param in row.parameters:
+            need = "required" if param.get("required") else "optional"
+            print(f"    - {param['name']} ({need}): {param.get('description', '')}")
+    return EXIT_OK
 
 
 def _find(definitions: Sequence[CustomActionDef], wanted: str) -> CustomActionDef | None:
@@ -258,32 +269,36 @@ def _parse_params(pairs: Sequence[str]) -> dict[str, str]:
     return params
 
 
-def _cli_policy(path: Path | str, extra_hosts: list[str]) -> SSRFPolicy:
-    """The config file's ``security.ssrf`` policy plus ``--allow-host`` entries."""
+def _cli_policy(config: AgentplugConfig, source: str | None, extra: list[str]) -> SSRFPolicy:
+    """The config's ``security.ssrf`` policy plus ``--allow-host`` entries."""
     from agentplug.actions.runtime import operator_ssrf_policy
 
-    data = read_data_file(path)  # DataFileError (one line naming the file) when unreadable
-    security = data.get("security", {}) if isinstance(data, dict) else {}
-    policy = operator_ssrf_policy(security if isinstance(security, dict) else {}, str(path))
-    if not extra_hosts:
+    policy = operator_ssrf_policy(config.security, source)
+    if not extra:
         return policy
-    return policy.model_copy(update={"allow_hosts": [*policy.allow_hosts, *extra_hosts]})
+    return policy.model_copy(update={"allow_hosts": [*policy.allow_hosts, *extra]})
 
 
 def cmd_test(args: argparse.Namespace) -> int:
     """``actions test``: run one definition's handler and print ``{ok, output}``."""
-    path = _config_path(args.config)
     try:
-        definitions, errors = read_custom_action_defs(path)
+        config, source = command_config(args)
+        where = str(source.path) if source.path is not None else "the config (none found)"
+        definitions, errors = read_custom_action_defs(
+            {"customActions": list(config.custom_actions)}
+        )
         params = _parse_params(args.param)
-        policy = _cli_policy(path, list(args.allow_host))
+        policy = _cli_policy(config, where, list(args.allow_host))
     except (CustomActionConfigError, ValueError, AgentplugError) as exc:
-        return _error(str(exc))
+        return _error(one_line(exc))
     defn = _find(definitions, args.name)
     if defn is None:
         known = ", ".join(f"{d.name} (id {d.id})" for d in definitions) or "none"
         broken = f"; {len(errors)} malformed entries skipped" if errors else ""
-        return _error(f"unknown action {args.name!r} in {path}; known actions: {known}{broken}")
+        return _error(
+            f"unknown action {args.name!r} in {where}; known actions: {known}{broken} "
+            "(see `agentplug actions list`)"
+        )
     undeclared = sorted(set(params) - set(defn.declared_names))
     if undeclared:
         print(
@@ -300,13 +315,16 @@ def cmd_test(args: argparse.Namespace) -> int:
     else:
         print(f"{'ok' if output.ok else 'FAILED'}: {defn.name}")
         print(output.output)
-    return _EXIT_OK if output.ok else _EXIT_NOT_OK
+    return EXIT_OK if output.ok else EXIT_FAILED
 
 
 def run_actions_cli(argv: Sequence[str] | None = None) -> int:
     """Run ``actions`` subcommands standalone: ``run_actions_cli(["list", "--config", f])``."""
-    parser = argparse.ArgumentParser(prog="agentplug actions", description=_SUMMARY)
+    from agentplug.cli.common import AgentplugArgumentParser, add_verbose_options
+
+    parser = AgentplugArgumentParser(prog="agentplug actions", description=_SUMMARY)
     _add_subcommands(parser)
+    add_verbose_options(parser)
     args = parser.parse_args(list(argv) if argv is not None else None)
     code: int = args.func(args)
     return code

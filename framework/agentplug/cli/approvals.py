@@ -1,7 +1,9 @@
 """``agentplug approvals list|revoke``: standing ``allow-always`` grants.
 
 The state directory is ``--state-dir``, else the environment variable
-``AGENTPLUG_STATE_DIR``, else ``.agentplug-state`` (the store file is
+``AGENTPLUG_STATE_DIR``, else the config's ``runtime.state_dir`` (the config found by the
+one lookup: ``--config``, ``$AGENTPLUG_CONFIG``, ``./agentplug.{toml,yaml,json}``), else
+``.agentplug-state``, as ``agentplug serve`` chooses it (the store file is
 ``<dir>/state.sqlite3``, as :func:`agentplug.store.open_store` uses it). Listing never
 creates a state directory. Also runnable as ``python -m agentplug.cli.approvals``.
 """
@@ -27,20 +29,31 @@ DEFAULT_STATE_DIR = ".agentplug-state"
 STORE_FILE = "state.sqlite3"
 
 
-def state_dir(value: str | None) -> Path:
-    """``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else ``.agentplug-state``."""
-    return Path(value or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+def state_dir(value: str | None, configured: str | None = None) -> Path:
+    """``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else ``configured`` (the config's
+    ``runtime.state_dir``), else ``.agentplug-state``."""
+    return Path(value or os.environ.get(STATE_DIR_ENV) or configured or DEFAULT_STATE_DIR)
 
 
-def _open(args: argparse.Namespace) -> SQLiteStore | None:
-    path = state_dir(args.state_dir) / STORE_FILE
+def _state(args: argparse.Namespace) -> Path:
+    from agentplug.core.config_lookup import resolve_config
+
+    config, _ = resolve_config(
+        getattr(args, "config", None), verbose=bool(getattr(args, "verbose", 0))
+    )
+    return state_dir(args.state_dir, config.runtime.state_dir)
+
+
+def _open(folder: Path) -> SQLiteStore | None:
+    path = folder / STORE_FILE
     if not path.exists():
         return None
     return SQLiteStore(path)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    store = _open(args)
+    folder = _state(args)
+    store = _open(folder)
     try:
         grants = list_grants(store) if store is not None else []
     finally:
@@ -50,7 +63,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([g.to_dict() for g in grants], indent=2))
         return 0
     if not grants:
-        print(f"no standing approval grants in {state_dir(args.state_dir)}")
+        print(f"no standing approval grants in {folder}")
         return 0
     for g in grants:
         created = datetime.fromtimestamp(g.created_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
@@ -62,10 +75,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    store = _open(args)
+    folder = _state(args)
+    store = _open(folder)
     if store is None:
         print(
-            f"no grant {args.grant_id!r}: there is no state store in {state_dir(args.state_dir)}",
+            f"agentplug approvals revoke: error: no grant {args.grant_id!r}: there is no state "
+            f"store in {folder} (pass --state-dir or set runtime.state_dir)",
             file=sys.stderr,
         )
         return 1
@@ -75,7 +90,8 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         store.close()
     if not removed:
         print(
-            f"no grant {args.grant_id!r}; run `agentplug approvals list` for the grant ids",
+            f"agentplug approvals revoke: error: no grant {args.grant_id!r}; run "
+            "`agentplug approvals list` for the grant ids",
             file=sys.stderr,
         )
         return 1
@@ -84,11 +100,15 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
+    from agentplug.core.config_lookup import CONFIG_HELP
+
     parser.add_argument(
         "--state-dir",
         default=None,
-        help=f"state directory (default: ${STATE_DIR_ENV}, else {DEFAULT_STATE_DIR})",
+        help=f"state directory (default: ${STATE_DIR_ENV}, else the config's "
+        f"runtime.state_dir, else {DEFAULT_STATE_DIR})",
     )
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
 
 
 def add_approvals_commands(subparsers: Any) -> argparse.ArgumentParser:
@@ -106,7 +126,9 @@ def add_approvals_commands(subparsers: Any) -> argparse.ArgumentParser:
     p_list.add_argument("--json", action="store_true", help="print JSON")
     p_list.set_defaults(func=cmd_list)
     p_revoke = sub.add_parser("revoke", help="revoke one grant (the next request asks again)")
-    p_revoke.add_argument("grant_id", metavar="GRANT_ID")
+    p_revoke.add_argument(
+        "grant_id", metavar="GRANT_ID", help="the grant id `agentplug approvals list` shows"
+    )
     _add_state_dir(p_revoke)
     p_revoke.set_defaults(func=cmd_revoke)
     return parser

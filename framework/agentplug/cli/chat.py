@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from typing import Any
+
+from agentplug.core.config_lookup import CONFIG_HELP
 
 __all__ = ["add_chat_command", "cmd_chat"]
 
@@ -30,7 +31,7 @@ def add_chat_command(subparsers: Any) -> None:
         "runner and the installed plugins; a compact trace follows each reply and approvals "
         "are asked here. /quit or end of input ends the session.",
     )
-    p.add_argument("--config", metavar="FILE", help="operator config (else $AGENTPLUG_CONFIG)")
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--model", metavar="PROVIDER/MODEL", help="override agent.model")
     p.add_argument(
         "--script",
@@ -46,12 +47,11 @@ def add_chat_command(subparsers: Any) -> None:
 def _runner(args: argparse.Namespace, resolver: Any) -> Any:
     from agentplug.agent import AgentRunner
     from agentplug.agent.providers.scripted import ScriptedProvider, load_script
-    from agentplug.core.config import AgentplugConfig, load_config
+    from agentplug.cli.common import command_config
     from agentplug.core.host import PluginHost
     from agentplug.services.approvals import ApprovalBroker
 
-    path = args.config or os.environ.get("AGENTPLUG_CONFIG")
-    config = load_config(path) if path else AgentplugConfig()
+    config, _source = command_config(args)  # --config, $AGENTPLUG_CONFIG, ./agentplug.*
     host = PluginHost(config)
     if not args.no_plugins:
         host.load_installed()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import collections.abc
+import types
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from agentplug_hookspecs import HookDecl, HookModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["hook_summary", "render_hook_reference"]
+__all__ = ["hook_summary", "render_hook_reference", "type_text"]
 
 
 def hook_summary(decl: HookDecl) -> dict[str, Any]:
@@ -34,15 +36,37 @@ def hook_summary(decl: HookDecl) -> dict[str, Any]:
     }
 
 
+def type_text(annotation: Any) -> str:
+    """A field's full type as Python writes it: ``list[str] | None``, ``Literal['a', 'b']``,
+    ``dict[str, Any]`` (``Annotated`` metadata dropped, ``None`` last in a union)."""
+    if annotation is type(None) or annotation is None:
+        return "None"
+    if annotation is Any:
+        return "Any"
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return type_text(args[0])
+    if origin is Union or origin is types.UnionType:
+        parts = [type_text(a) for a in args if a is not type(None)]
+        if type(None) in args:
+            parts.append("None")
+        return " | ".join(parts)
+    if origin is Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin is not None:
+        name = getattr(origin, "__name__", None) or str(origin).replace("typing.", "")
+        if origin is collections.abc.Callable and args:
+            params = args[0]
+            shown = "..." if params is Ellipsis else ", ".join(type_text(a) for a in params)
+            return f"Callable[[{shown}], {type_text(args[-1])}]"
+        return f"{name}[{', '.join(type_text(a) for a in args)}]" if args else name
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
 def _type_name(info: FieldInfo) -> str:
-    ann = info.annotation
-    text = getattr(ann, "__name__", None) or repr(ann)
-    return (
-        text.replace("typing.", "")
-        .replace("agentplug_hookspecs._model.", "")
-        .replace("agentplug_hookspecs.", "")
-        .replace("|", "\\|")
-    )
+    return type_text(info.annotation).replace("|", "\\|")
 
 
 def _fields_table(model: type[HookModel]) -> list[str]:
@@ -52,7 +76,7 @@ def _fields_table(model: type[HookModel]) -> list[str]:
     rows = ["| field (camelCase) | type | description |", "|---|---|---|"]
     for name, info in fields.items():
         alias = info.alias or name
-        desc = (info.description or "").replace("\n", " ")
+        desc = " ".join((info.description or "").split()).replace("``", "`").replace("|", "\\|")
         rows.append(f"| `{name}` (`{alias}`) | `{_type_name(info)}` | {desc} |")
     return [*rows, ""]
 

@@ -64,10 +64,9 @@ async def run_concurrent(
                         continue
                     fut = loop.create_task(_finish(value, first))
             except (Exception, asyncio.CancelledError) as exc:
-                slots.append((handler, HandlerStatus.ERROR, clock() - started, _describe(exc)))
-                log.warning(
-                    "hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, _describe(exc)
-                )
+                error = _describe(exc, decl.name, handler.plugin_id)
+                slots.append((handler, HandlerStatus.ERROR, clock() - started, error))
+                log.warning("hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, error)
                 continue
             deadline = (
                 loop.time() + handler.timeout_s if handler.timeout_s is not None else float("inf")
@@ -95,7 +94,7 @@ async def run_concurrent(
                 if failure is None:
                     slots[slot] = (handler, HandlerStatus.OK, clock() - started, None)
                 else:
-                    reason = _describe(failure)
+                    reason = _describe(failure, decl.name, handler.plugin_id)
                     slots[slot] = (handler, HandlerStatus.ERROR, clock() - started, reason)
                     log.warning(
                         "hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, reason

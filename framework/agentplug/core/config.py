@@ -1,4 +1,4 @@
-"""Operator configuration (JSON), validated with errors that name the key.
+"""Operator configuration (TOML, YAML or JSON), validated with errors that name the key.
 
 Shape (snake_case or the seed's camelCase)::
 
@@ -15,6 +15,7 @@ Shape (snake_case or the seed's camelCase)::
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -130,17 +131,35 @@ def _issues(exc: ValidationError) -> list[tuple[str, str]]:
     issues: list[tuple[str, str]] = []
     for err in exc.errors():
         key = ".".join(str(part) for part in err["loc"]) or "<root>"
-        if key.endswith(("timeout_ms", "timeoutMs")) or ".timeouts." in key:
+        if key.lower().endswith(("timeout_ms", "timeoutms")) or ".timeouts." in key:
             problem = (
                 f"must be a positive integer of at most {MAX_TIMEOUT_MS} (milliseconds); "
                 f"got {err.get('input')!r}"
             )
         elif err["type"] == "extra_forbidden":
-            problem = "unknown setting; check the spelling (see `agentplug config schema`)"
+            close = difflib.get_close_matches(str(err["loc"][-1]), _keys_at(err["loc"][:-1]), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "check the spelling"
+            problem = f"unknown setting; {hint} (see `agentplug config schema`)"
         else:
             problem = f"{err['msg']} (got {err.get('input')!r})"
         issues.append((key, problem))
     return issues
+
+
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The settings (names and camelCase aliases) of the section at ``loc``."""
+    model: Any = AgentplugConfig
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if fields is None:  # a free-form map such as plugins.entries: skip the key
+            model = getattr(model, "__args__", (None, None))[-1]
+            continue
+        info = next((f for n, f in fields.items() if part in (n, f.alias)), None)
+        if info is None:
+            return []
+        model = info.annotation
+    fields = getattr(model, "model_fields", None) or {}
+    return [*fields, *(f.alias for f in fields.values() if f.alias)]
 
 
 class ConfigFileError(ConfigError):
@@ -158,7 +177,8 @@ class ConfigFileError(ConfigError):
 
 
 def load_config(path: str | Path) -> AgentplugConfig:
-    """Read and validate a config file (JSON; ``.toml`` and ``.yaml`` by their suffix).
+    """Read and validate a config file: TOML (``.toml``), YAML (``.yaml``/``.yml``, needs
+    the ``yaml`` extra) or JSON (any other name).
 
     Raises :class:`ConfigFileError` (one line naming the file) when the file cannot be
     read as data, and :class:`ConfigError` naming every bad key otherwise.
@@ -169,5 +189,5 @@ def load_config(path: str | Path) -> AgentplugConfig:
     except DataFileError as exc:
         raise ConfigFileError(exc) from None
     if not isinstance(data, dict):
-        raise ConfigError([("<root>", "the config must be a JSON object")], str(p))
+        raise ConfigError([("<root>", "the config must be an object (a table)")], str(p))
     return AgentplugConfig.parse(data, str(p))

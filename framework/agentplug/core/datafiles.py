@@ -209,7 +209,8 @@ def _parse_yaml(text: str, source: str, max_depth: int) -> Any:
         yaml: Any = importlib.import_module("yaml")
     except ImportError:
         raise DataFileError(
-            source, "reading YAML needs PyYAML (pip install pyyaml), or use a JSON file"
+            source,
+            "reading YAML needs PyYAML: pip install 'agentplug[yaml]' (or use a TOML or JSON file)",
         ) from None
     try:
         value = yaml.safe_load(text)

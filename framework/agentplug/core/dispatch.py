@@ -9,10 +9,11 @@ thread start) are shared by both.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -21,10 +22,12 @@ from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "DispatchResult",
+    "FailureSink",
     "Handler",
     "HandlerReport",
     "HandlerStatus",
     "Tracker",
+    "capture_failures",
 ]
 
 log = logging.getLogger("agentplug.dispatch")
@@ -167,7 +170,34 @@ def _cancelled_from_outside() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def _describe(exc: BaseException) -> str:
+FailureSink = Callable[[str, str, BaseException], None]
+"""``sink(hook, plugin_id, exception)``: told of every handler that raised."""
+
+_failure_sink: contextvars.ContextVar[FailureSink | None] = contextvars.ContextVar(
+    "agentplug_failure_sink", default=None
+)
+
+
+@contextlib.contextmanager
+def capture_failures(sink: FailureSink) -> Iterator[None]:
+    """Hand every exception a handler raises (in this context) to ``sink``.
+
+    Traces and logs carry the exception type only (messages may hold secrets); an
+    operator's tool such as ``agentplug run`` uses this to show the message and, with
+    ``-v``, the traceback. Dispatches started inside the block (``asyncio.run`` included)
+    report to ``sink``.
+    """
+    token = _failure_sink.set(sink)
+    try:
+        yield
+    finally:
+        _failure_sink.reset(token)
+
+
+def _describe(exc: BaseException, hook: str | None = None, plugin_id: str | None = None) -> str:
+    sink = _failure_sink.get()
+    if sink is not None and hook is not None and plugin_id is not None:
+        sink(hook, plugin_id, exc)
     # Exception *types* only: messages may carry secrets or confidential reasons. The
     # one message we do show is our own read-only notice, which carries no data.
     if isinstance(exc, ValidationError) and any(

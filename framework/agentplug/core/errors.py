@@ -9,6 +9,7 @@ __all__ = [
     "HookSignatureError",
     "PluginLoadError",
     "UnknownHookError",
+    "one_line",
     "printable",
 ]
 
@@ -57,3 +58,14 @@ class HookSignatureError(PluginLoadError):
 
 class DuplicatePluginError(PluginLoadError):
     """Two plugins were registered under the same plugin id."""
+
+
+def one_line(exc: BaseException) -> str:
+    """The error as one line (for command-line tools): a report with ``issues`` (a config
+    or scenario error) as its headline followed by every ``key: problem``, joined by ``;``."""
+    issues = getattr(exc, "issues", None)
+    if isinstance(issues, list):
+        headline = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
+        parts = [f"{key}: {problem}" for key, problem in issues]
+        return " ".join(f"{headline}: {'; '.join(parts)}".split()) if parts else headline
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -43,6 +43,7 @@ from agentplug.core.registration import (
     HookRelayManager,
     OnHandler,
     default_id,
+    display_metadata,
     has_hookimpls,
     positional_wrapper,
     register_callable,
@@ -114,6 +115,12 @@ class PluginApi:
         """Add hookspecs declared with ``agentplug_hookspecs.declare`` (extensions)."""
         return self._host.add_hookspecs(namespace)
 
+    def hook_allowed(self, hook: str) -> bool:
+        """Whether the operator's gates let this plugin run ``hook`` (register only what
+        will run, and stay quiet about the rest)."""
+        decl = self._host._decls.get(hook)
+        return decl is not None and self._host._gate(decl, self.plugin_id) is None
+
     def register_trusted_tool_policy(
         self, policy_id: str, evaluate: Callable[..., Any], *, description: str = ""
     ) -> Any:
@@ -180,6 +187,7 @@ class PluginHost(HookDispatcher):
             self.services.put("store", store)
         self._pm = HookRelayManager(PROJECT_NAME)
         self._records: dict[str, PluginRecord] = {}
+        self._objects: dict[str, object] = {}
         self._owners: dict[str, HandlerOwner] = {}
         self._hookspec_sources: set[str] = set()
         self._contexts: dict[str, HandlerContext] = {}
@@ -326,14 +334,18 @@ class PluginHost(HookDispatcher):
                 plugin = plugin()
             except Exception as exc:
                 raise PluginLoadError(pid, f"could not instantiate {exc!r}") from exc
+        name, description = display_metadata(plugin)
         record = PluginRecord(
             plugin_id=pid,
             bundled=bundled,
+            name=name,
+            description=description,
             distribution=distribution,
             version=version,
             source=source or getattr(plugin, "__name__", type(plugin).__qualname__),
         )
         self._records[pid] = record
+        self._objects[pid] = plugin
         self._bundled[pid] = bundled
         try:
             if has_hookimpls(plugin):
@@ -354,6 +366,10 @@ class PluginHost(HookDispatcher):
         if not record.hooks:
             log.info("plugin %s registered no hook handler", pid)
         return record
+
+    def plugin_object(self, plugin_id: str) -> object | None:
+        """The registered plugin object (module, instance or function) of ``plugin_id``."""
+        return self._objects.get(plugin_id)
 
     def load_installed(
         self, *, use_cache: bool = True, cache_dir: Path | None = None
@@ -382,7 +398,9 @@ class PluginHost(HookDispatcher):
                 self.add_hookspecs(spec.load())
                 self._hookspec_sources.add(spec.name)
             except Exception as exc:
-                self._load_failed(spec.name, spec.distribution, spec.version, f"hookspecs: {exc!r}")
+                self._load_failed(
+                    spec.name, spec.distribution, spec.version, f"hookspecs: {exc!r}", exc
+                )
         loaded: list[PluginRecord] = []
         settings = self.config.plugins
         if not settings.enabled:
@@ -400,27 +418,36 @@ class PluginHost(HookDispatcher):
             try:
                 obj = found.load()
             except Exception as exc:
-                self._load_failed(pid, found.distribution, found.version, f"import failed: {exc!r}")
+                cause = f"import failed: {exc!r}"
+                self._load_failed(pid, found.distribution, found.version, cause, exc)
                 continue
             try:
-                loaded.append(
-                    self.register(
-                        obj,
-                        pid,
-                        bundled=False,
-                        distribution=found.distribution,
-                        version=found.version,
-                        source=found.value,
-                    )
+                record = self.register(
+                    obj,
+                    pid,
+                    bundled=False,
+                    distribution=found.distribution,
+                    version=found.version,
+                    source=found.value,
                 )
             except PluginLoadError as exc:
-                self._load_failed(pid, found.distribution, found.version, exc.cause)
+                self._load_failed(pid, found.distribution, found.version, exc.cause, exc)
+                continue
+            record.description = record.description or found.summary
+            loaded.append(record)
         return loaded
 
     def _load_failed(
-        self, plugin_id: str, distribution: str | None, version: str | None, cause: str
+        self,
+        plugin_id: str,
+        distribution: str | None,
+        version: str | None,
+        cause: str,
+        exc: BaseException | None = None,
     ) -> None:
         error = PluginLoadError(plugin_id, cause)
+        # The original exception, for tools that show the traceback (``agentplug -v``).
+        error.__cause__ = exc.__cause__ if isinstance(exc, PluginLoadError) else exc
         self.load_errors.append(error)
         self.failed_plugins.append(
             PluginRecord(
@@ -445,6 +472,7 @@ class PluginHost(HookDispatcher):
                 self._pm.unregister(name=name)
                 del self._owners[name]
         self._records.pop(plugin_id, None)
+        self._objects.pop(plugin_id, None)
         self._contexts.pop(plugin_id, None)
         self._plans.clear()
 

@@ -36,7 +36,7 @@ ENTRY_POINT_GROUP = "agentplug"
 """Entry-point group of installed plugins: ``name = "module"`` or ``"module:object"``."""
 HOOKSPEC_GROUP = "agentplug.hookspecs"
 """Entry-point group of third-party hookspec modules."""
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,8 @@ class DiscoveredPlugin:
     group: str
     distribution: str | None
     version: str | None
+    summary: str | None = None
+    """The distribution's one-line summary (a plugin's description by default)."""
 
     def load(self) -> object:
         """Import and return the entry point's object."""
@@ -86,13 +88,15 @@ def _scan(group: str) -> list[DiscoveredPlugin]:
             continue
         seen.add(ep.name)
         dist = getattr(ep, "dist", None)
+        meta = dist.metadata if dist is not None else None
         found.append(
             DiscoveredPlugin(
                 name=ep.name,
                 value=ep.value,
                 group=group,
-                distribution=dist.metadata["Name"] if dist is not None else None,
+                distribution=meta["Name"] if meta is not None else None,
                 version=dist.version if dist is not None else None,
+                summary=(meta.get("Summary") or None) if meta is not None else None,
             )
         )
     # Deterministic load order whatever the filesystem lists first.

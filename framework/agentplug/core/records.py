@@ -15,7 +15,12 @@ class PluginRecord(BaseModel):
     """What the host knows about one registered (or failed) plugin."""
 
     plugin_id: str
+    """The stable key (entry-point name or the id given to ``register``)."""
     bundled: bool
+    name: str | None = None
+    """Display name: the plugin object's ``name``, else none (show the id)."""
+    description: str | None = None
+    """The plugin object's ``description``, else its distribution's summary."""
     distribution: str | None = None
     version: str | None = None
     source: str | None = None

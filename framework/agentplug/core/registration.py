@@ -13,6 +13,7 @@ __all__ = [
     "HookRelayManager",
     "OnHandler",
     "default_id",
+    "display_metadata",
     "has_hookimpls",
     "positional_wrapper",
     "register_callable",
@@ -83,6 +84,15 @@ def default_id(plugin: object) -> str:
             return value
     name = getattr(plugin, "__name__", None) or type(plugin).__name__
     return str(name).rsplit(".", 1)[-1]
+
+
+def display_metadata(plugin: object) -> tuple[str | None, str | None]:
+    """The plugin object's display ``name`` and ``description`` (non-empty strings only)."""
+    found: list[str | None] = []
+    for attr in ("name", "description"):
+        value = getattr(plugin, attr, None)
+        found.append(value.strip() if isinstance(value, str) and value.strip() else None)
+    return found[0], found[1]
 
 
 def has_hookimpls(plugin: object) -> bool:

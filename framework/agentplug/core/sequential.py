@@ -259,7 +259,7 @@ class SequentialRun:
             return -1
         if isinstance(exc, asyncio.CancelledError) and _cancelled_from_outside():
             raise exc
-        if self.fail(i, _ERROR, _describe(exc)):
+        if self.fail(i, _ERROR, _describe(exc, self.decl.name, self.plan[i].plugin_id)):
             return len(self.plan)
         if self.slow:
             return i + 1
@@ -353,7 +353,7 @@ def run_sync(
                 error = (
                     f"invalid result for {decl.name}: {_first_error(exc)}"
                     if isinstance(exc, ValidationError)
-                    else _describe(exc)
+                    else _describe(exc, decl.name, handler.plugin_id)
                 )
                 records.append((handler, HandlerStatus.ERROR, clock() - started, error))
                 log.warning("hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, error)

@@ -1,9 +1,10 @@
 """Trusted tool policies: host-level controls that run before ``before_tool_call``.
 
 A plugin registers one with ``api.register_trusted_tool_policy(id, evaluate,
-description=...)``. ``evaluate(event, ctx)`` (sync or async) returns ``None`` (no
-decision) or a ``before_tool_call``-shaped result: ``{"block": true, "block_reason":
-...}``, ``{"params": {...}}`` or ``{"require_approval": {...}}``.
+description=...)``. ``evaluate(event, ctx)`` or ``evaluate(event)`` (sync or async;
+any other signature is refused at registration) returns ``None`` (no decision) or a
+``before_tool_call``-shaped result: ``{"block": true, "block_reason": ...}``,
+``{"params": {...}}`` or ``{"require_approval": {...}}``.
 
 Registration rules (HOOKS.md "Tools"):
 
@@ -71,6 +72,33 @@ _POLICY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")
 DEFAULT_POLICY_TIMEOUT_MS = 15_000
 
 PolicyStatus = Literal["pass", "params", "approval", "block", "error", "timeout", "skipped"]
+
+
+def _called_with_event_and_ctx(evaluate: Callable[..., Any]) -> Callable[[Any, Any], Any]:
+    """Adapt ``evaluate(event)``, ``evaluate(ctx)``, ``evaluate()`` or ``evaluate(event, ctx)``
+    to the ``(event, ctx)`` call policies get; raise ``TypeError`` for any other shape
+    (refused at registration, so that no call ever fails on the arity)."""
+    try:
+        signature = inspect.signature(evaluate)
+    except (TypeError, ValueError):  # a builtin without a signature: trust the docs
+        return evaluate
+    params = list(signature.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
+    if len(required) > 2 or keyword_only:
+        extra = [p.name for p in required[2:]] + keyword_only
+        raise TypeError(
+            f"evaluate requires argument(s) {extra} that a policy is never given; write "
+            "evaluate(event, ctx) or evaluate(event)"
+        )
+    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
+        return evaluate
+    if not positional:
+        return lambda event, ctx: evaluate()
+    if positional[0].name == "ctx":
+        return lambda event, ctx: evaluate(ctx)
+    return lambda event, ctx: evaluate(event)
 
 
 class TrustedPolicyError(PluginLoadError):
@@ -188,10 +216,8 @@ class TrustedToolPolicies:
             raise TrustedPolicyError(
                 pid, f"{where} is already registered by this plugin; policy ids must be unique"
             )
-        from agentplug.core.registration import positional_wrapper as _positional_wrapper
-
         try:
-            adapted = _positional_wrapper(evaluate)
+            adapted = _called_with_event_and_ctx(evaluate)
         except TypeError as exc:
             raise TrustedPolicyError(pid, f"{where}: {exc}") from None
         self._seq += 1

@@ -13,8 +13,10 @@ text is replaced by its length: only correlation ids and short enumerations are 
 verbatim (:data:`VERBATIM_FIELDS`). A message's content is recorded as ``{"chars": 42}``.
 
 The conversation hooks among them (:data:`CONVERSATION_HOOKS`) only run when the operator
-sets ``plugins.entries.audit-log.hooks.allow_conversation_access = true``; the runtime warns
-about them otherwise. ``config.conversation_hooks = false`` leaves them out (no warnings).
+sets ``plugins.entries.audit-log.hooks.allow_conversation_access = true``. By default the
+plugin registers them only when that access is granted (``api.hook_allowed``), so a fresh
+install is quiet; ``config.conversation_hooks = true`` registers them regardless (the
+runtime then reports them as refused), ``false`` never does.
 """
 
 from __future__ import annotations
@@ -227,10 +229,13 @@ def register(api: PluginApi) -> None:
     """Entry point: one generated handler per audited hook, all sharing one writer."""
     config = api.plugin_config
     writer = AuditWriter(_path(config))
-    conversation = config.get("conversation_hooks", True) is not False
+    wanted = config.get("conversation_hooks")  # None: only when the operator allows them
     for hook in OBSERVATION_HOOKS:
-        if conversation or hook not in CONVERSATION_HOOKS:
-            api.on(hook, _handler(writer, hook, never_fail=False))
+        if hook in CONVERSATION_HOOKS and not (
+            wanted is True or (wanted is None and api.hook_allowed(hook))
+        ):
+            continue
+        api.on(hook, _handler(writer, hook, never_fail=False))
     if config.get("decision_hooks", True) is not False:
         for hook in DECISION_HOOKS:
             api.on(hook, _handler(writer, hook, never_fail=True), priority=LOW_PRIORITY)

@@ -41,6 +41,7 @@ def register_builtins(runtime: AgentRuntime) -> list[str]:
         for action in module.builtin_actions(runtime):
             if action.name.upper() in disabled:
                 log.info("built-in action %s disabled by actions.disabled", action.name)
+                runtime.disabled_builtins.append(action)
                 continue
             runtime.registry.register(action, OWNER)
             registered.append(action.name)

@@ -152,7 +152,7 @@ async def _eject(
     if not plugin_id:
         return _missing("pluginId", "EJECT_PLUGIN")
     manager = get_plugin_manager(runtime)
-    report = await manager.eject(str(plugin_id))
+    report = await manager.eject(str(plugin_id), requested_by=message.entity_id)
     scheduled = _restart(runtime, manager, f"ejected plugin {plugin_id}")
     data = {**report.model_dump(mode="json"), "restart_scheduled": scheduled}
     return ActionResult(
@@ -199,7 +199,7 @@ async def _sync(
     plugin_id = _param(options, "pluginId")
     if not plugin_id:
         return _missing("pluginId", "SYNC_PLUGIN")
-    report = await get_plugin_manager(runtime).sync(str(plugin_id))
+    report = await get_plugin_manager(runtime).sync(str(plugin_id), requested_by=message.entity_id)
     return _sync_result(str(plugin_id), report)
 
 
@@ -210,7 +210,7 @@ async def _reinject(
     if not plugin_id:
         return _missing("pluginId", "REINJECT_PLUGIN")
     manager = get_plugin_manager(runtime)
-    report = await manager.reinject(str(plugin_id))
+    report = await manager.reinject(str(plugin_id), requested_by=message.entity_id)
     scheduled = _restart(runtime, manager, f"reinjected plugin {plugin_id}")
     note = (
         " Restarting to load the installed package..."
@@ -242,7 +242,7 @@ async def _eject_core(
     runtime: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
 ) -> ActionResult:
     manager = get_plugin_manager(runtime)
-    report = await manager.eject_core()
+    report = await manager.eject_core(requested_by=message.entity_id)
     scheduled = _restart(runtime, manager, "ejected agentplug core")
     return ActionResult(
         success=True,
@@ -258,7 +258,7 @@ async def _sync_core(
     runtime: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
 ) -> ActionResult:
     manager = get_plugin_manager(runtime)
-    report = await manager.sync_core()
+    report = await manager.sync_core(requested_by=message.entity_id)
     return _sync_result(manager.core_distribution, report)
 
 
@@ -266,7 +266,7 @@ async def _reinject_core(
     runtime: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
 ) -> ActionResult:
     manager = get_plugin_manager(runtime)
-    report = await manager.reinject_core()
+    report = await manager.reinject_core(requested_by=message.entity_id)
     scheduled = _restart(runtime, manager, "reinjected agentplug core")
     return ActionResult(
         success=True,

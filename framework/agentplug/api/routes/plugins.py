@@ -1,4 +1,5 @@
-"""Plugin install: ``POST /api/plugins/install`` (:class:`PluginRoutes`)."""
+"""Plugins: ``GET /api/plugins`` (the loaded plugins: id, display name, description,
+distribution, hooks, load errors) and ``POST /api/plugins/install`` (:class:`PluginRoutes`)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,25 @@ class PluginRoutes(ApiBase):
                 self.host.actions.register_service(PLUGIN_MANAGER_SERVICE, service)
             self._plugin_manager = service
         return self._plugin_manager
+
+    async def plugins_list(self, request: Request) -> Response:
+        """Every registered plugin, then every plugin that failed to load; the id is the
+        stable key, ``name``/``description`` are for display (``null`` when not given)."""
+        rows = [
+            {
+                "plugin_id": record.plugin_id,
+                "name": record.name,
+                "description": record.description,
+                "bundled": record.bundled,
+                "distribution": record.distribution,
+                "version": record.version,
+                "hooks": list(record.hooks),
+                "refused_hooks": list(record.refused_hooks),
+                "error": record.error,
+            }
+            for record in [*self.host.plugins, *self.host.failed_plugins]
+        ]
+        return JSONResponse({"plugins": rows})
 
     async def plugins_install(self, request: Request) -> Response:
         body = await self._body(request)

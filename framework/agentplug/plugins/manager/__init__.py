@@ -64,6 +64,7 @@ from agentplug.plugins.ejected import (
 from agentplug.plugins.ejected import LOCAL_BRANCH as LOCAL_BRANCH
 from agentplug.plugins.ejected import STATE_DIR_ENV as STATE_DIR_ENV
 from agentplug.plugins.ejected import UPSTREAM_BRANCH as UPSTREAM_BRANCH
+from agentplug.plugins.manager.checks import InstallBlockedError
 from agentplug.plugins.manager.cli import add_plugin_management_commands
 from agentplug.plugins.manager.facade import PluginManager
 from agentplug.plugins.manager.locating import core_import_roots
@@ -77,6 +78,7 @@ from agentplug.plugins.manager.reports import (
     PluginManagerError,
     ReinjectReport,
     SyncReport,
+    UnknownPluginError,
 )
 from agentplug.plugins.manager.runner import _Runner as _Runner  # tests patch _Runner.run
 
@@ -87,12 +89,14 @@ __all__ = [
     "EjectReport",
     "EjectedPlugin",
     "InspectedDistribution",
+    "InstallBlockedError",
     "InstallReport",
     "PluginManager",
     "PluginManagerError",
     "PluginSettings",
     "ReinjectReport",
     "SyncReport",
+    "UnknownPluginError",
     "UpstreamRecord",
     "activate_ejected_source",
     "activate_install_target",

@@ -9,17 +9,25 @@ import os
 import sys
 from typing import Any
 
+from agentplug.core.config_lookup import CONFIG_HELP
 from agentplug.plugins.ejected import DEFAULT_STATE_DIR, STATE_DIR_ENV, plugin_settings
 from agentplug.plugins.manager.facade import PluginManager
-from agentplug.plugins.manager.reports import PluginManagerError
+from agentplug.plugins.manager.reports import PluginManagerError, UnknownPluginError
+
+_CHANGES_CODE = {"install", "eject", "sync", "reinject", "eject-core", "sync-core", "reinject-core"}
+"""Operations that bring code onto disk or make it importable: they need a host, whose
+install policy and before_install handlers check the code first."""
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _cli_manager(args: argparse.Namespace, with_host: bool) -> PluginManager:
-    from agentplug.core.config import AgentplugConfig, load_config
+    from agentplug.core.config_lookup import resolve_config
     from agentplug.core.host import PluginHost
 
-    path = getattr(args, "config", None) or os.environ.get("AGENTPLUG_CONFIG")
-    config = load_config(path) if path else AgentplugConfig()
+    config, _ = resolve_config(
+        getattr(args, "config", None), verbose=bool(getattr(args, "verbose", 0))
+    )
     actions = dict(config.actions)
     overrides = {
         key: getattr(args, key)
@@ -42,9 +50,44 @@ def _emit(args: argparse.Namespace, payload: Any, text: str) -> None:
         print(text)
 
 
+def _plugin_list(args: argparse.Namespace) -> int:
+    from agentplug.core.config_lookup import resolve_config
+    from agentplug.core.host import PluginHost
+
+    config, _ = resolve_config(
+        getattr(args, "config", None), verbose=bool(getattr(args, "verbose", 0))
+    )
+    host = PluginHost(config)
+    host.load_installed()
+    rows = [
+        {
+            "plugin_id": r.plugin_id,
+            "name": r.name,
+            "description": r.description,
+            "distribution": r.distribution,
+            "version": r.version,
+            "error": r.error,
+        }
+        for r in [*host.plugins, *host.failed_plugins]
+    ]
+    lines = []
+    for row in rows:
+        title = f"{row['plugin_id']}" + (f"  {row['name']!r}" if row["name"] else "")
+        dist = f"{row['distribution'] or '?'} {row['version'] or ''}".strip()
+        lines.append(f"{title}  [{dist}]")
+        if row["description"]:
+            lines.append(f"  {row['description']}")
+        if row["error"]:
+            lines.append(f"  LOAD ERROR: {row['error']}")
+    _emit(args, rows, "\n".join(lines) or "no plugins installed (entry-point group 'agentplug')")
+    return EXIT_OK
+
+
 def _cmd_plugin(args: argparse.Namespace) -> int:
     op: str = args.plugin_command
-    manager = _cli_manager(args, with_host=op == "install")
+    if op == "list":
+        return _plugin_list(args)
+    manager = _cli_manager(args, with_host=op in _CHANGES_CODE)
     try:
         if op == "install":
             install = asyncio.run(manager.install(args.spec, requested_by="cli"))
@@ -55,10 +98,12 @@ def _cmd_plugin(args: argparse.Namespace) -> int:
                 f"{install.blocked_by}: {install.reason}"
             )
             _emit(args, install.model_dump(mode="json"), text)
-            return 0 if install.installed else 1
+            return EXIT_OK if install.installed else EXIT_FAILED
         if op in ("eject", "eject-core"):
             eject = asyncio.run(
-                manager.eject(args.plugin_id) if op == "eject" else manager.eject_core()
+                manager.eject(args.plugin_id, requested_by="cli")
+                if op == "eject"
+                else manager.eject_core(requested_by="cli")
             )
             text = (
                 f"ejected {eject.plugin_id} ({eject.distribution} {eject.version}, from "
@@ -66,25 +111,29 @@ def _cmd_plugin(args: argparse.Namespace) -> int:
                 "restart the agent to use it"
             )
             _emit(args, eject.model_dump(mode="json"), text)
-            return 0
+            return EXIT_OK
         if op in ("sync", "sync-core"):
             sync = asyncio.run(
-                manager.sync(args.plugin_id) if op == "sync" else manager.sync_core()
+                manager.sync(args.plugin_id, requested_by="cli")
+                if op == "sync"
+                else manager.sync_core(requested_by="cli")
             )
             _emit(args, sync.model_dump(mode="json"), f"{sync.plugin_id}: {sync.message}")
-            return 0 if sync.merged else 1
+            return EXIT_OK if sync.merged else EXIT_FAILED
         if op in ("reinject", "reinject-core"):
             reinject = asyncio.run(
-                manager.reinject(args.plugin_id) if op == "reinject" else manager.reinject_core()
+                manager.reinject(args.plugin_id, requested_by="cli")
+                if op == "reinject"
+                else manager.reinject_core(requested_by="cli")
             )
             text = f"removed {reinject.path}; restart the agent to load the installed package"
             _emit(args, reinject.model_dump(mode="json"), text)
-            return 0
+            return EXIT_OK
         if op == "ejected":
             rows = manager.ejected()
             lines = [f"{r.name}  [{r.branch}]  {r.path}" for r in rows] or ["no ejected plugins"]
             _emit(args, [r.model_dump(mode="json") for r in rows], "\n".join(lines))
-            return 0
+            return EXIT_OK
         status = manager.core_status()
         text = (
             f"{status.distribution} {status.version or '?'} runs from the {status.running_from} "
@@ -94,13 +143,29 @@ def _cmd_plugin(args: argparse.Namespace) -> int:
         if status.restart_required:
             text += "; restart the agent to switch to the other copy"
         _emit(args, status.model_dump(mode="json"), text)
-        return 0
+        return EXIT_OK
     except PluginManagerError as exc:
+        message = " ".join(str(exc).split())
         if args.json:
-            print(json.dumps({"error": str(exc)}))
+            print(json.dumps({"error": message}))
         else:
-            print(f"agentplug plugin {op}: {exc}", file=sys.stderr)
-        return 1
+            print(f"agentplug plugin {op}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, UnknownPluginError) else EXIT_FAILED
+
+
+def _add_index_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--index-url", dest="index_url", help="package index (default: actions.plugins.index_url)"
+    )
+    parser.add_argument(
+        "--find-links",
+        dest="find_links",
+        action="append",
+        help="extra folder or URL of distributions (repeatable)",
+    )
+    parser.add_argument(
+        "--no-index", dest="no_index", action="store_true", help="use --find-links only"
+    )
 
 
 def add_plugin_management_commands(subparsers: Any) -> argparse.ArgumentParser:
@@ -112,7 +177,7 @@ def add_plugin_management_commands(subparsers: Any) -> argparse.ArgumentParser:
         help=f"state folder (default: ${STATE_DIR_ENV} or {DEFAULT_STATE_DIR})",
     )
     common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("--config", help="operator config file (default: $AGENTPLUG_CONFIG)")
+    common.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "plugin", help="install, eject, sync and reinject plugins (and agentplug itself)"
     )
@@ -121,22 +186,31 @@ def add_plugin_management_commands(subparsers: Any) -> argparse.ArgumentParser:
         "install", parents=[common], help="download, check (install policy), install"
     )
     p.add_argument("spec", help="requirement such as my-plugin or my-plugin==1.2")
-    p.add_argument("--index-url", dest="index_url")
-    p.add_argument("--find-links", dest="find_links", action="append")
-    p.add_argument("--no-index", dest="no_index", action="store_true")
+    _add_index_options(p)
     p.add_argument("--target", help="install into this folder (pip --target)")
     for name, help_text in (
         ("eject", "put a plugin's source under <state-dir>/plugins/<id> (git)"),
         ("sync", "fetch and merge upstream into an ejected plugin"),
         ("reinject", "remove an ejected plugin so the installed package loads"),
     ):
-        p = sub.add_parser(name, parents=[common], help=help_text)
-        p.add_argument("plugin_id")
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=help_text,
+            description=f"{help_text[0].upper()}{help_text[1:]}. The code goes through "
+            "security.install_policy and before_install first; a block changes nothing.",
+        )
+        p.add_argument(
+            "plugin_id", metavar="PLUGIN_ID", help="the plugin id `agentplug plugin list` shows"
+        )
         if name != "reinject":
-            p.add_argument("--index-url", dest="index_url")
-            p.add_argument("--find-links", dest="find_links", action="append")
-            p.add_argument("--no-index", dest="no_index", action="store_true")
+            _add_index_options(p)
     sub.add_parser("ejected", parents=[common], help="list ejected plugins")
+    sub.add_parser(
+        "list",
+        parents=[common],
+        help="list installed plugins: id, display name, description, distribution",
+    )
     for name, help_text in (
         ("eject-core", "put agentplug's own source under <state-dir>/core (git)"),
         ("sync-core", "fetch and merge upstream into the ejected core"),

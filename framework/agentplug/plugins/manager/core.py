@@ -10,6 +10,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from agentplug.plugins.ejected import _read_record
+from agentplug.plugins.manager.checks import TreeCheck
 from agentplug.plugins.manager.distributions import _Dist
 from agentplug.plugins.manager.eject import _EjectMixin
 from agentplug.plugins.manager.listing import _ListingMixin
@@ -28,11 +29,14 @@ from agentplug.plugins.manager.sync import _SyncMixin
 class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
     """``eject_core``, ``sync_core``, ``reinject_core`` and ``core_status``."""
 
-    async def eject_core(self) -> EjectReport:
-        """Put agentplug's own source under ``<state_dir>/core/agentplug`` (git)."""
-        return await self._locked("core", self._eject_core)
+    async def eject_core(self, *, requested_by: str | None = None) -> EjectReport:
+        """Put agentplug's own source under ``<state_dir>/core/agentplug`` (git), through
+        the install checks like :meth:`eject`."""
+        name = canonicalize_name(self.core_distribution)
+        check = self._tree_check("eject", name, requested_by)
+        return await self._locked("core", self._eject_core, check)
 
-    def _eject_core(self) -> EjectReport:
+    def _eject_core(self, check: TreeCheck) -> EjectReport:
         final = self.core_dir
         if final.exists():
             raise PluginManagerError(
@@ -42,17 +46,22 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
         found = self._find_distribution(self.core_distribution)
         if found is None:
             raise PluginManagerError(f"distribution {self.core_distribution!r} is not installed")
-        return self._eject_into(canonicalize_name(self.core_distribution), found, final, True)
-
-    async def sync_core(self) -> SyncReport:
-        """Fetch and merge upstream into the ejected core."""
         name = canonicalize_name(self.core_distribution)
-        return await self._locked("core", self._sync_folder, name, self.core_dir)
+        return self._eject_into(name, found, final, True, check)
 
-    async def reinject_core(self) -> ReinjectReport:
-        """Remove the ejected core so the installed package runs again."""
+    async def sync_core(self, *, requested_by: str | None = None) -> SyncReport:
+        """Fetch and merge upstream into the ejected core (upstream checked first)."""
         name = canonicalize_name(self.core_distribution)
-        return await self._locked("core", self._remove, name, self.core_dir)
+        check = self._tree_check("sync", name, requested_by)
+        return await self._locked("core", self._sync_folder, name, self.core_dir, check)
+
+    async def reinject_core(self, *, requested_by: str | None = None) -> ReinjectReport:
+        """Remove the ejected core so the installed package runs again (that package is
+        checked first)."""
+        name = canonicalize_name(self.core_distribution)
+        check = self._tree_check("reinject", name, requested_by)
+        found = self._find_distribution(self.core_distribution)
+        return await self._locked("core", self._remove, name, self.core_dir, check, found)
 
     def core_status(self) -> CoreStatus:
         """Whether agentplug runs from the installed package or an ejected source."""

@@ -10,7 +10,7 @@ import importlib_metadata
 from packaging.utils import canonicalize_name
 
 from agentplug.plugins.manager.base import _ManagerBase
-from agentplug.plugins.manager.reports import PluginManagerError
+from agentplug.plugins.manager.reports import PluginManagerError, UnknownPluginError
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class _DistributionsMixin(_ManagerBase):
     def _unknown(self, plugin_id: str) -> PluginManagerError:
         known = self._installed_plugin_ids()
         listing = ", ".join(known[:20]) if known else "none"
-        return PluginManagerError(
+        return UnknownPluginError(
             f"no installed plugin {plugin_id!r} (installed plugin ids: {listing}); "
             "install it first (INSTALL_PLUGIN / `agentplug plugin install`)"
         )

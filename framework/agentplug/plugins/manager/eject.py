@@ -10,6 +10,7 @@ from pathlib import Path
 
 from agentplug.plugins.ejected import LOCAL_BRANCH, UpstreamRecord
 from agentplug.plugins.manager.archives import _import_roots
+from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
 from agentplug.plugins.manager.distributions import _Dist, _DistributionsMixin
 from agentplug.plugins.manager.reports import EjectReport, PluginManagerError
 from agentplug.plugins.manager.sources import _Source, _SourcesMixin
@@ -17,15 +18,21 @@ from agentplug.plugins.manager.sources import _Source, _SourcesMixin
 log = logging.getLogger("agentplug.plugins")
 
 
-class _EjectMixin(_SourcesMixin, _DistributionsMixin):
+class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
     """:meth:`eject` (and the ejection itself, shared with the core)."""
 
-    async def eject(self, plugin_id: str) -> EjectReport:
-        """Put ``plugin_id``'s source under ``<state_dir>/plugins/<plugin_id>/`` (git)."""
-        self._check_id(plugin_id)
-        return await self._locked(f"plugin-{plugin_id}", self._eject_plugin, plugin_id)
+    async def eject(self, plugin_id: str, *, requested_by: str | None = None) -> EjectReport:
+        """Put ``plugin_id``'s source under ``<state_dir>/plugins/<plugin_id>/`` (git).
 
-    def _eject_plugin(self, plugin_id: str) -> EjectReport:
+        The source tree goes through the install checks (``security.install_policy``,
+        then ``before_install``) before it is moved into place; a block raises
+        :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and leaves nothing.
+        """
+        self._check_id(plugin_id)
+        check = self._tree_check("eject", plugin_id, requested_by)
+        return await self._locked(f"plugin-{plugin_id}", self._eject_plugin, plugin_id, check)
+
+    def _eject_plugin(self, plugin_id: str, check: TreeCheck) -> EjectReport:
         final = self.ejected_path(plugin_id)
         if final.exists():
             raise PluginManagerError(
@@ -35,9 +42,11 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin):
         found = self.find_plugin(plugin_id)
         if found is None:
             raise self._unknown(plugin_id)
-        return self._eject_into(plugin_id, found, final, core=False)
+        return self._eject_into(plugin_id, found, final, False, check)
 
-    def _eject_into(self, plugin_id: str, found: _Dist, final: Path, core: bool) -> EjectReport:
+    def _eject_into(
+        self, plugin_id: str, found: _Dist, final: Path, core: bool, check: TreeCheck
+    ) -> EjectReport:
         final.parent.mkdir(parents=True, exist_ok=True)
         # Leftovers of an interrupted eject/reinject of this id (we hold its lock).
         for stale in [
@@ -76,6 +85,7 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin):
                 import_roots=_import_roots(work, top_level, source.subdirectory),
                 core=core,
             )
+            check(work, found.name, found.version, url, None)  # before it can load
             self._write_record(work, record)
             os.rename(work, final)  # atomic: the folder appears complete or not at all
         finally:

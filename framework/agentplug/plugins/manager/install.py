@@ -15,7 +15,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from agentplug.plugins.manager.archives import _norm_version, _Prepared, _prepared
-from agentplug.plugins.manager.base import _ManagerBase
+from agentplug.plugins.manager.checks import _ChecksMixin
 from agentplug.plugins.manager.reports import (
     InspectedDistribution,
     InstallReport,
@@ -24,14 +24,13 @@ from agentplug.plugins.manager.reports import (
 from agentplug.plugins.manager.sources import _path_from_url
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
     from agentplug.services.install import InstallDecision
 
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _InstallMixin(_ManagerBase):
+class _InstallMixin(_ChecksMixin):
     """:meth:`install` and its pip steps (download, dry run, offline install)."""
 
     async def install(self, spec: str, *, requested_by: str | None = None) -> InstallReport:
@@ -192,14 +191,6 @@ class _InstallMixin(_ManagerBase):
             raise PluginManagerError(f"cannot read pip's install plan: {exc}") from None
         return needed
 
-    def _install_host(self) -> PluginHost:
-        if self.host is None:  # fail closed: no host, no install checks, no install
-            raise PluginManagerError(
-                "installing needs a host: the install policy and before_install plugins "
-                "must check the package first (PluginManager(host, ...))"
-            )
-        return self.host
-
     async def _check(
         self, item: _Prepared, requested_by: str | None, dependency_of: str | None
     ) -> InstallDecision:
@@ -209,6 +200,7 @@ class _InstallMixin(_ManagerBase):
         source = self.settings.source_label
         event = {
             "kind": "plugin",
+            "operation": "install",
             "name": item.name,
             "version": item.version,
             "source": source,

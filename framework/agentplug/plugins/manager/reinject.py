@@ -8,25 +8,41 @@ import shutil
 from pathlib import Path
 
 from agentplug.plugins.ejected import activate_ejected_source
-from agentplug.plugins.manager.base import _ManagerBase
+from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
+from agentplug.plugins.manager.distributions import _Dist, _DistributionsMixin
 from agentplug.plugins.manager.reports import ReinjectReport
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _ReinjectMixin(_ManagerBase):
+class _ReinjectMixin(_DistributionsMixin, _ChecksMixin):
     """:meth:`reinject` (and the removal itself, shared with the core)."""
 
-    async def reinject(self, plugin_id: str) -> ReinjectReport:
-        """Remove ``plugin_id``'s ejected copy so the installed package loads again."""
+    async def reinject(self, plugin_id: str, *, requested_by: str | None = None) -> ReinjectReport:
+        """Remove ``plugin_id``'s ejected copy so the installed package loads again.
+
+        The installed package that becomes importable goes through the install checks
+        first; a block raises
+        :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and keeps the copy.
+        """
         self._check_id(plugin_id)
         folder = self.ejected_path(plugin_id)
-        report = await self._locked(f"plugin-{plugin_id}", self._remove, plugin_id, folder)
+        check = self._tree_check("reinject", plugin_id, requested_by)
+        report = await self._locked(
+            f"plugin-{plugin_id}", self._remove, plugin_id, folder, check, None
+        )
         activate_ejected_source(self.state_dir, plugin_id)  # drop it from sys.path
         return report
 
-    def _remove(self, plugin_id: str, folder: Path) -> ReinjectReport:
+    def _remove(
+        self, plugin_id: str, folder: Path, check: TreeCheck, found: _Dist | None
+    ) -> ReinjectReport:
         self._require_ejected(plugin_id, folder)
+        installed = found or self.find_plugin(plugin_id)
+        if installed is not None:  # what loads once the copy is gone
+            files = [str(f) for f in installed.dist.files or []]
+            where = Path(str(installed.dist.locate_file("")))
+            check(where, installed.name, installed.version, str(where), files)
         trash = folder.with_name(f".trash-{folder.name}-{os.getpid()}")
         os.rename(folder, trash)  # atomic: the copy stops being used at once
         shutil.rmtree(trash, ignore_errors=True)

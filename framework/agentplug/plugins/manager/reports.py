@@ -13,6 +13,10 @@ class PluginManagerError(AgentplugError):
     """An operation cannot be done; the message says why and what to do."""
 
 
+class UnknownPluginError(PluginManagerError):
+    """No installed plugin has the id an operation was given."""
+
+
 class InspectedDistribution(BaseModel):
     """One downloaded distribution and the decision of its install checks."""
 

@@ -14,22 +14,32 @@ from packaging.version import InvalidVersion, Version
 
 from agentplug.plugins.ejected import UpstreamRecord, _read_record
 from agentplug.plugins.manager.archives import _sdist_version
+from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
 from agentplug.plugins.manager.reports import SyncReport
 from agentplug.plugins.manager.sources import _SourcesMixin
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _SyncMixin(_SourcesMixin):
+class _SyncMixin(_SourcesMixin, _ChecksMixin):
     """:meth:`sync` (and the merge itself, shared with the core)."""
 
-    async def sync(self, plugin_id: str) -> SyncReport:
-        """Fetch upstream and merge it into the ejected copy's local branch."""
+    async def sync(self, plugin_id: str, *, requested_by: str | None = None) -> SyncReport:
+        """Fetch upstream and merge it into the ejected copy's local branch.
+
+        The fetched upstream tree goes through the install checks before anything is
+        merged; a block raises
+        :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and leaves the
+        working copy and its branches exactly as they were.
+        """
         self._check_id(plugin_id)
         folder = self.ejected_path(plugin_id)
-        return await self._locked(f"plugin-{plugin_id}", self._sync_folder, plugin_id, folder)
+        check = self._tree_check("sync", plugin_id, requested_by)
+        return await self._locked(
+            f"plugin-{plugin_id}", self._sync_folder, plugin_id, folder, check
+        )
 
-    def _sync_folder(self, plugin_id: str, folder: Path) -> SyncReport:
+    def _sync_folder(self, plugin_id: str, folder: Path, check: TreeCheck) -> SyncReport:
         record = self._require_ejected(plugin_id, folder)
         git = self._runner.git
         if git(folder, "rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0:
@@ -39,6 +49,13 @@ class _SyncMixin(_SourcesMixin):
             ref = record.ref or "HEAD"
             git(folder, "fetch", "--quiet", "origin", ref)
             fetched = git(folder, "rev-parse", "FETCH_HEAD^{commit}").stdout.strip()
+            if fetched != before:  # new upstream code: checked before it is merged
+                temp = Path(tempfile.mkdtemp(prefix="agentplug-sync-check-"))
+                try:
+                    tree = self._git_tree(folder, fetched, temp / "tree")
+                    check(tree, record.distribution, record.version, record.url, None)
+                finally:
+                    shutil.rmtree(temp, ignore_errors=True)
             merge_base = git(folder, "merge-base", "--is-ancestor", before, fetched, check=False)
             if merge_base.returncode == 0:
                 git(folder, "update-ref", f"refs/heads/{record.upstream_branch}", fetched)
@@ -46,7 +63,7 @@ class _SyncMixin(_SourcesMixin):
                 log.warning("%s: upstream history was rewritten; following it", plugin_id)
                 git(folder, "update-ref", f"refs/heads/{record.upstream_branch}", fetched)
         else:
-            self._sync_sdist(record, folder)
+            self._sync_sdist(record, folder, check)
             record = _read_record(folder) or record  # the import records the new version
         upstream = git(folder, "rev-parse", record.upstream_branch).stdout.strip()
         committed = False
@@ -125,8 +142,9 @@ class _SyncMixin(_SourcesMixin):
             message=f"merged {count} upstream commit(s)",
         )
 
-    def _sync_sdist(self, record: UpstreamRecord, folder: Path) -> None:
-        """Commit the newest sdist onto the upstream branch when it is newer."""
+    def _sync_sdist(self, record: UpstreamRecord, folder: Path, check: TreeCheck) -> None:
+        """Commit the newest sdist onto the upstream branch when it is newer (and passes
+        the install checks)."""
         temp = Path(tempfile.mkdtemp(prefix="agentplug-sync-"))
         try:
             tree = self._fetch_sdist_tree(record.distribution, temp)
@@ -135,6 +153,7 @@ class _SyncMixin(_SourcesMixin):
                 with contextlib.suppress(InvalidVersion):
                     if Version(version) <= Version(record.version):
                         return
+            check(tree, record.distribution, version, self.settings.source_label, None)
             index = temp / "index"
             env = {"GIT_INDEX_FILE": str(index)}
             git_dir = str(folder / ".git")

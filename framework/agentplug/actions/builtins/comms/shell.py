@@ -31,12 +31,15 @@ from agentplug.actions.model import (
     ParameterSchema,
     State,
 )
+from agentplug.actions.registry import UNAVAILABLE
 from agentplug.actions.terminal import TerminalResult
 
 if TYPE_CHECKING:
     from agentplug.actions.runtime import AgentRuntime
 
-__all__ = ["TERMINAL_SERVICE", "ShellSettings"]
+__all__ = ["SHELL_DISABLED", "TERMINAL_SERVICE", "ShellSettings"]
+
+SHELL_DISABLED = "shell disabled: set actions.shell.enabled = true"
 
 
 def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
@@ -103,6 +106,7 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
                 ActionExample(name="agent", text="Exit code 0.", actions=["SHELL_COMMAND"]),
             ),
         ),
+        metadata={} if settings.enabled else {UNAVAILABLE: SHELL_DISABLED},
     )
 
 

@@ -1,0 +1,118 @@
+"""What every ``agentplug`` command shares: the parser class, ``-v``, the config lookup and
+one-line errors.
+
+Exit codes, the same for every command: ``0`` done, ``1`` the command ran and what it
+checked or did failed (an expectation, an action, a blocked install, doctor's problems),
+``2`` a usage error (a bad argument, a missing or invalid config or scenario file, an
+unknown plugin, action or hook name). Errors are one line on stderr,
+``agentplug <command>: error: <what was wrong>; <how to fix it>``; ``-v`` adds the
+traceback of an unexpected exception.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+from agentplug.core.config import AgentplugConfig
+from agentplug.core.config_lookup import ConfigSource, resolve_config
+from agentplug.core.errors import one_line
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "AgentplugArgumentParser",
+    "add_verbose_options",
+    "command_config",
+    "command_name",
+    "error_line",
+    "one_line",
+    "walk_parsers",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class AgentplugArgumentParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line naming the fix (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        choices = _subcommand_choices(self)
+        if choices and message.startswith("the following arguments are required"):
+            message = f"choose a command: {', '.join(choices)}"
+        wrong = re.search(r"invalid choice: '([^']*)'", message)
+        if wrong and choices:
+            close = difflib.get_close_matches(wrong.group(1), choices, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            message = f"unknown command {wrong.group(1)!r}{hint} (commands: {', '.join(choices)})"
+        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _subcommand_choices(parser: argparse.ArgumentParser) -> list[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
+def walk_parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every parser of the command tree with its command path (``("plugin", "eject")``)."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from walk_parsers(child, (*path, name))
+
+
+def add_verbose_options(parser: argparse.ArgumentParser) -> None:
+    """``-v/--verbose`` on the top parser and on every command (``agentplug -v plugins`` and
+    ``agentplug plugins -v`` both work)."""
+    for path, each in walk_parsers(parser):
+        if any("-v" in a.option_strings for a in each._actions):
+            continue
+        each.add_argument(
+            "-v",
+            "--verbose",
+            action="count",
+            default=0 if not path else argparse.SUPPRESS,
+            help="say which config file is used; show tracebacks of failing handlers",
+        )
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """``agentplug plugin eject`` for the parsed command (for error lines)."""
+    parts = ["agentplug"]
+    for key in ("command", *sorted(k for k in vars(args) if k.endswith("_command"))):
+        value = getattr(args, key, None)
+        if isinstance(value, str) and value not in parts:
+            parts.append(value)
+    return " ".join(parts)
+
+
+def error_line(args: argparse.Namespace | str, message: str) -> str:
+    """Print ``<command>: error: <message>`` on stderr and return it."""
+    name = args if isinstance(args, str) else command_name(args)
+    line = f"{name}: error: {message}"
+    print(line, file=sys.stderr)
+    return line
+
+
+def command_config(args: argparse.Namespace) -> tuple[AgentplugConfig, ConfigSource]:
+    """The command's config through the one lookup (``--config``, ``$AGENTPLUG_CONFIG``,
+    ``./agentplug.{toml,yaml,json}``, none); ``-v`` says which file on stderr."""
+    return resolve_config(getattr(args, "config", None), verbose=verbose(args))
+
+
+def verbose(args: Any) -> bool:
+    """Whether ``-v`` was given."""
+    return bool(getattr(args, "verbose", 0))
