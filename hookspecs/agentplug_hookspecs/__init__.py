@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import actions, agent, common, lifecycle, messages, sessions, tools
 from ._model import (
+    TRUST_MARKERS,
     Context,
     Event,
     FrozenDict,
@@ -45,6 +46,7 @@ from .catalogue import BUILTIN_SPEC_MODULES, builtin_declarations
 __all__ = [
     "BUILTIN_SPEC_MODULES",
     "PROJECT_NAME",
+    "TRUST_MARKERS",
     "Claim",
     "Collect",
     "Context",
