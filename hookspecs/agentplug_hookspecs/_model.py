@@ -143,6 +143,8 @@ def deep_freeze(value: Any) -> Any:
 
 def thaw(value: Any) -> Any:
     """Return a plain, mutable deep copy of a (possibly frozen) JSON-like value."""
+    if type(value) in _ATOMS:
+        return value
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

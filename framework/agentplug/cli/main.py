@@ -15,6 +15,7 @@ from agentplug.cli.reference import hook_summary, render_hook_reference
 from agentplug.core.config import AgentplugConfig, load_config
 from agentplug.core.errors import AgentplugError
 from agentplug.core.host import PluginHost
+from agentplug.core.overruns import overrun_notes
 
 __all__ = ["main"]
 
@@ -123,7 +124,9 @@ def _plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
                             "gate": h.gate,
                         }
                     )
-        rows.append({**record.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks})
+        row = {**record.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks}
+        row["warnings"] = row["warnings"] + overrun_notes(record.plugin_id)
+        rows.append(row)
     rows += [r.model_dump(mode="json") for r in host.failed_plugins]
     return rows
 
@@ -192,6 +195,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             notes.append(f"plugins.entries.{pid}: configured but no such plugin is installed")
     for record in host.plugins:
         notes += [f"{record.plugin_id}: {w}" for w in record.warnings]
+        notes += [f"{record.plugin_id}: warning: {w}" for w in overrun_notes(record.plugin_id)]
     print(f"hooks declared: {len(host.declarations)}; plugins loaded: {len(host.plugins)}")
     for n in notes:
         print(f"note: {n}")
