@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from agentplug.actions.code_handler import code_settings
 from agentplug.actions.custom import (
     CustomActionServices,
     LoadResult,
@@ -86,10 +87,14 @@ class AgentRuntime(SimpleActionRuntime):
         if self.custom_services is None:
             # Custom actions reach the network through the operator's SSRF policy
             # (``security.ssrf.allowHosts`` admits, e.g., the host's own API port).
+            # ``code`` actions share one sandbox whose warm pool is ``actions.code.poolSize``.
             shell_cwd = (self.host.config.actions.get("shell") or {}).get("cwd")
+            code = code_settings(self.host.config.actions)
             self.custom_services = CustomActionServices.default(
                 ssrf_policy=operator_ssrf_policy(self.host.config.security),
                 shell_cwd=shell_cwd,
+                code_pool_size=code.pool_size,
+                code_parallel=code.parallel,
             )
         self.custom = load_custom_actions(config, services=self.custom_services)
         for error in self.custom.errors:

@@ -153,8 +153,13 @@ def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
         # and the plugin built-ins (INSTALL_PLUGIN, EJECT_PLUGIN, ...).
         host.actions.register_service("plugin_manager", PluginManager(host, state_dir))
     if host.actions.custom_services is None:
+        from agentplug.actions.code_handler import code_settings
+
+        code = code_settings(host.config.actions)  # one warm sandbox pool for code actions
         host.actions.custom_services = CustomActionServices.default(
-            terminal=HostTerminal(host, state_dir)
+            terminal=HostTerminal(host, state_dir),
+            code_pool_size=code.pool_size,
+            code_parallel=code.parallel,
         )
     return host
 

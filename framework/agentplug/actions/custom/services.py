@@ -53,6 +53,14 @@ class CustomActionServices:
     http: HttpBackend
     shell: ShellBackend
     code: CodeBackend
+    sandbox: CodeSandbox | None = None
+    """The long-lived sandbox ``code`` runs in when these back-ends own one (see
+    :meth:`default`'s ``code_pool_size``); closed by :meth:`close`."""
+
+    def close(self) -> None:
+        """Close the sandbox these back-ends own (kills its idle and running workers)."""
+        if self.sandbox is not None:
+            self.sandbox.close()
 
     @classmethod
     def default(
@@ -63,6 +71,8 @@ class CustomActionServices:
         shell_timeout_s: float = 30.0,
         terminal: TerminalService | None = None,
         sandbox: CodeSandbox | None = None,
+        code_pool_size: int | None = None,
+        code_parallel: int | None = None,
     ) -> CustomActionServices:
         """The real back-ends.
 
@@ -72,8 +82,13 @@ class CustomActionServices:
         itself defaulting to the current directory) with ``shell_timeout_s``. ``code`` runs in
         ``sandbox`` (default: a fresh :class:`~agentplug.sandbox.CodeSandbox` per run, closed
         afterwards; pass a long-lived one to reuse warm workers) and its ``fetch`` goes
-        through the same SSRF policy.
+        through the same SSRF policy. With ``code_pool_size`` (and no ``sandbox``) the
+        back-ends own one long-lived sandbox keeping that many warm workers, refilled
+        ``code_parallel`` at a time; :meth:`close` closes it.
         """
+        owned = None
+        if sandbox is None and code_pool_size is not None:
+            owned = sandbox = CodeSandbox(pool_size=code_pool_size, parallel=code_parallel)
         policy = ssrf_policy or SSRFPolicy()
         cwd = Path(shell_cwd) if shell_cwd is not None else Path.cwd()
         fetch = guarded_fetch_for_code(policy)
@@ -98,7 +113,7 @@ class CustomActionServices:
             async with CodeSandbox() as box:
                 return await run_code_handler(defn, params, sandbox=box, fetch=fetch)
 
-        return cls(http=http, shell=shell, code=code)
+        return cls(http=http, shell=shell, code=code, sandbox=owned)
 
 
 def guarded_fetch_for_code(policy: SSRFPolicy) -> FetchCallable:
