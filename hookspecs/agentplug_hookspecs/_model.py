@@ -227,11 +227,14 @@ JsonList = Annotated[list[Any], AfterValidator(deep_freeze)]
 class HookModel(BaseModel):
     """Base of every payload: ``snake_case`` fields, the seed's ``camelCase`` accepted."""
 
+    # ``defer_build``: a model's validator is built on first use, not at import (the
+    # catalogue holds some 150 models; ``tests/test_startup.py`` checks they all build).
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         serialize_by_alias=False,
         arbitrary_types_allowed=True,
+        defer_build=True,
     )
 
     def to_json_dict(self, *, by_alias: bool = False) -> dict[str, Any]:

@@ -4,25 +4,58 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentplug.cli.reference import hook_summary, render_hook_reference
-from agentplug.core.config import AgentplugConfig, load_config
 from agentplug.core.errors import AgentplugError
-from agentplug.core.host import PluginHost
-from agentplug.core.overruns import overrun_notes
 
-__all__ = ["main"]
+if TYPE_CHECKING:
+    from agentplug.core.config import AgentplugConfig
+    from agentplug.core.host import PluginHost
+
+__all__ = ["build_parser", "main"]
+
+# Command groups living in heavier layers (the control API, the plugin manager, custom
+# actions, the state store): ``agentplug --help`` lists them from this table, and a group's
+# module is imported only when its command runs (``tests/test_cli_startup.py`` checks that
+# each summary matches what the module registers).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "actions": ("list and test custom actions", "agentplug.cli.actions:add_actions_commands"),
+    "approvals": (
+        "list or revoke standing allow-always approval grants",
+        "agentplug.cli.approvals:add_approvals_commands",
+    ),
+    "serve": (
+        "run the local control API on loopback (needs the 'api' extra)",
+        "agentplug.api.serve:add_serve_command",
+    ),
+    "plugin": (
+        "install, eject, sync and reinject plugins (and agentplug itself)",
+        "agentplug.plugins.manager:add_plugin_management_commands",
+    ),
+    "supervise": (
+        "run a command and restart it while it exits with 75 (RESTART_AGENT)",
+        "agentplug.plugins.supervisor:add_supervisor_command",
+    ),
+}
 
 
 def _config(path: str | None) -> AgentplugConfig:
+    from agentplug.core.config import AgentplugConfig, load_config
+
     path = path or os.environ.get("AGENTPLUG_CONFIG")
     return load_config(path) if path else AgentplugConfig()
+
+
+def _host(config: AgentplugConfig) -> PluginHost:
+    from agentplug.core.host import PluginHost
+
+    return PluginHost(config)
 
 
 def _print_json(obj: Any) -> None:
@@ -85,7 +118,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_hooks(args: argparse.Namespace) -> int:
-    host = PluginHost(_config(args.config))
+    from agentplug.cli.reference import hook_summary
+
+    host = _host(_config(args.config))
     if not args.builtin_only:
         host.load_installed()
     rows = [hook_summary(d) for d in host.declarations.values()]
@@ -101,6 +136,8 @@ def cmd_hooks(args: argparse.Namespace) -> int:
 
 
 def _plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
+    from agentplug.core.overruns import overrun_notes
+
     rows = []
     for record in host.plugins:
         hooks = []
@@ -132,7 +169,7 @@ def _plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    host = PluginHost(_config(args.config))
+    host = _host(_config(args.config))
     host.load_installed(use_cache=not args.no_cache)
     rows = _plugin_rows(host)
     if args.json:
@@ -161,6 +198,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     """Validate config and plugins; exit 1 with a readable report when something is wrong."""
     import difflib
 
+    from agentplug.core.config import AgentplugConfig
+    from agentplug.core.overruns import overrun_notes
+
     problems: list[str] = []
     notes: list[str] = []
     source = args.config or os.environ.get("AGENTPLUG_CONFIG")
@@ -180,7 +220,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         close = difflib.get_close_matches(key, sorted(known_top), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else " (kept for the host)"
         notes.append(f"top-level key {key!r} is not an agentplug setting{hint}")
-    host = PluginHost(config)
+    host = _host(config)
     host.load_installed(use_cache=False)
     for err in host.load_errors:
         problems.append(str(err))
@@ -206,12 +246,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_config_schema(args: argparse.Namespace) -> int:
+    from agentplug.core.config import AgentplugConfig
+
     _print_json(AgentplugConfig.model_json_schema(by_alias=True))
     return 0
 
 
 def cmd_docs_hooks(args: argparse.Namespace) -> int:
     from agentplug_hookspecs import builtin_declarations
+
+    from agentplug.cli.reference import render_hook_reference
 
     text = render_hook_reference(builtin_declarations())
     if args.check:
@@ -239,8 +283,13 @@ def cmd_codegen(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for documentation and tests)."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests).
+
+    Without ``argv`` every command group is complete. With ``argv`` (what :func:`main`
+    parses), only the group that ``argv`` names is imported; the others are listed in
+    ``--help`` with their summary.
+    """
     parser = argparse.ArgumentParser(prog="agentplug", description="The agentplug command line.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -297,26 +346,26 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--check", action="store_true")
     v.set_defaults(func=cmd_codegen)
 
-    from agentplug.api.serve import add_serve_command
-    from agentplug.cli.actions import add_actions_commands
-    from agentplug.cli.approvals import add_approvals_commands
-    from agentplug.plugins.manager import add_plugin_management_commands
-    from agentplug.plugins.supervisor import add_supervisor_command
-
-    add_actions_commands(sub)
-    add_approvals_commands(sub)
-    add_serve_command(sub)
-    add_plugin_management_commands(sub)
-    add_supervisor_command(sub)
+    wanted = None if argv is None else _command_named(argv)
+    for name, (summary, target) in LAZY_COMMANDS.items():
+        if argv is not None and name != wanted:
+            sub.add_parser(name, help=summary)  # completed when the command itself runs
+            continue
+        module, function = target.split(":")
+        getattr(importlib.import_module(module), function)(sub)
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first argument that is not an option."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentplug`` console script."""
-    from agentplug.testing.scenario import ScenarioError
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
     # Commands report problems themselves (handler reports, doctor notes); runtime log
     # records are shown from AGENTPLUG_LOG_LEVEL (default ERROR) so output stays readable.
     import logging
@@ -327,16 +376,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         code: int = args.func(args)
-    except ScenarioError as exc:
-        print(f"agentplug: {exc}", file=sys.stderr)
-        cause = exc.__cause__
-        if cause is not None and not isinstance(cause, AgentplugError):  # a step crashed
-            import traceback
-
-            traceback.print_exception(cause, file=sys.stderr)
-        return 2
     except AgentplugError as exc:
         print(f"agentplug: {exc}", file=sys.stderr)
+        cause = exc.__cause__
+        scenario = sys.modules.get("agentplug.testing.scenario")
+        crashed = cause is not None and not isinstance(cause, AgentplugError)
+        if scenario is not None and isinstance(exc, scenario.ScenarioError) and crashed:
+            import traceback  # a scenario step crashed: show where
+
+            traceback.print_exception(cause, file=sys.stderr)
         return 2
     except LookupError as exc:
         print(f"agentplug: {exc}", file=sys.stderr)
