@@ -225,7 +225,13 @@ class CodeSandbox:
             return SandboxResult(
                 ok=False, error=f"params too large (max {_MAX_PARAMS_CHARS} chars in total)"
             )
-        worker = await self._acquire(language)
+        spawner = self._ensure_spawner()
+        spawner.run_started()
+        try:
+            worker = await self._acquire(language)
+        except BaseException:
+            spawner.run_ended()
+            raise
         with self._lock:
             self._active.add(worker)
         try:
@@ -235,6 +241,7 @@ class CodeSandbox:
         finally:
             with self._lock:
                 self._active.discard(worker)
+            spawner.run_ended()
             # Single use: kill now (synchronously, so nothing of this run survives the
             # call); reaping and removing the directory happen off the critical path.
             worker.kill()

@@ -22,11 +22,20 @@ from agentplug.sandbox.process import _spawn_ready, _Worker
 _log = logging.getLogger("agentplug.sandbox.code_sandbox")
 
 
+# A refill waits while runs are in flight (starting an interpreter costs a burst's runs
+# their CPU), but never longer than this after it became due.
+_REFILL_DEFER_S = 0.25
+
+
 class _Spawner:
     """Long-lived threads that start workers: on demand first, then pool refills."""
 
     def __init__(self, pool_size: int, parallel: int = 1) -> None:
         self._pool_size = pool_size
+        self._busy = 0
+        """Runs in flight (see :meth:`run_started`); refills yield to them for a moment."""
+        self._due: float | None = None
+        """When the pool first fell short of its size (``None``: it is full)."""
         self._cond = threading.Condition()
         self._ready: dict[Language, collections.deque[_Worker]] = {
             "python": collections.deque(),
@@ -68,6 +77,18 @@ class _Spawner:
             self._cond.notify_all()
             return fut
 
+    def run_started(self) -> None:
+        """A run took a worker: refills wait until runs end (bounded)."""
+        with self._cond:
+            self._busy += 1
+
+    def run_ended(self) -> None:
+        """A run ended: refills may go on once no run is in flight."""
+        with self._cond:
+            self._busy -= 1
+            if not self._busy:
+                self._cond.notify_all()
+
     def ready_count(self, language: Language) -> int:
         """Ready workers of ``language``."""
         with self._cond:
@@ -102,12 +123,26 @@ class _Spawner:
                 if self._requests:
                     lang, fut = self._requests.popleft()
                     return lang, fut
-                for lang in sorted(self._wanted):
-                    if len(self._ready[lang]) + self._starting[lang] < self._pool_size:
-                        self._starting[lang] += 1
-                        self.peak_starting = max(self.peak_starting, sum(self._starting.values()))
-                        return lang, None
-                self._cond.wait()
+                short = [
+                    lang
+                    for lang in sorted(self._wanted)
+                    if len(self._ready[lang]) + self._starting[lang] < self._pool_size
+                ]
+                if not short:
+                    self._due = None
+                    self._cond.wait()
+                    continue
+                now = time.monotonic()
+                if self._due is None:
+                    self._due = now
+                wait = self._due + _REFILL_DEFER_S - now
+                if self._busy and wait > 0:
+                    self._cond.wait(wait)  # a run ending (or the deadline) wakes us
+                    continue
+                lang = short[0]
+                self._starting[lang] += 1
+                self.peak_starting = max(self.peak_starting, sum(self._starting.values()))
+                return lang, None
 
     def _main(self) -> None:
         while True:
