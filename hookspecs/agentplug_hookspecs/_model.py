@@ -15,7 +15,13 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, NoReturn, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -104,10 +110,23 @@ class FrozenList(list[Any]):
 
 def _clean_items(value: Mapping[Any, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    atoms = _ATOMS
     for k, v in value.items():
         key = k if type(k) is str else str(k)
         if key not in TRUST_MARKERS:
-            out[key] = deep_freeze(v)
+            out[key] = v if type(v) in atoms else deep_freeze(v)
+    return out
+
+
+def _clean_str_items(value: dict[Any, Any]) -> dict[str, Any] | None:
+    """:func:`_clean_items` for a plain dict, or ``None`` at the first non-string key."""
+    out: dict[str, Any] = {}
+    atoms = _ATOMS
+    for k, v in value.items():
+        if type(k) is not str:
+            return None
+        if k not in TRUST_MARKERS:
+            out[k] = v if type(v) in atoms else deep_freeze(v)
     return out
 
 
@@ -137,7 +156,8 @@ def deep_freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         return _frozen_dict(_clean_items(value))
     if isinstance(value, list | tuple):
-        return _frozen_list([deep_freeze(v) for v in value])
+        atoms = _ATOMS
+        return _frozen_list([v if type(v) in atoms else deep_freeze(v) for v in value])
     return value
 
 
@@ -217,10 +237,30 @@ def _fields_to_visit(cls: type[BaseModel]) -> tuple[str, ...]:
     return visit
 
 
-JsonMap = Annotated[dict[str, Any], AfterValidator(deep_freeze)]
+def _frozen_map(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # A plain dict with string keys (what hosts pass) is frozen in one pass; anything else
+    # goes through pydantic's own ``dict[str, Any]`` validation first (same errors).
+    kind = type(value)
+    if kind is FrozenDict:
+        return value
+    if kind is dict:
+        items = _clean_str_items(value)
+        if items is not None:
+            return _frozen_dict(items)
+    return deep_freeze(handler(value))
+
+
+def _frozen_items(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    kind = type(value)
+    if kind is FrozenList or kind is list:
+        return deep_freeze(value)
+    return deep_freeze(handler(value))
+
+
+JsonMap = Annotated[dict[str, Any], WrapValidator(_frozen_map)]
 """A JSON object field that is deep-frozen on validation."""
 
-JsonList = Annotated[list[Any], AfterValidator(deep_freeze)]
+JsonList = Annotated[list[Any], WrapValidator(_frozen_items)]
 """A JSON array field that is deep-frozen on validation."""
 
 

@@ -100,7 +100,7 @@ def _untouched_builder(
     factories = tuple(
         (name, factory) for name, factory in (*defaults, *fresh.items()) if name not in constants
     )
-    given = frozenset((*constants, *fresh, *(() if from_event is None else (from_event[0],))))
+    given = set((*constants, *fresh, *(() if from_event is None else (from_event[0],))))
 
     def assembled(event: Event) -> HookModel:
         data = base.copy()
@@ -110,7 +110,7 @@ def _untouched_builder(
             data[from_event[0]] = from_event[2](getattr(event, from_event[1]))
         obj = _new(cls)
         _set(obj, "__dict__", data)
-        _set(obj, "__pydantic_fields_set__", set(given))
+        _set(obj, "__pydantic_fields_set__", given.copy())
         _set(obj, "__pydantic_extra__", None)
         _set(obj, "__pydantic_private__", None)
         return obj

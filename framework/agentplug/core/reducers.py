@@ -32,7 +32,15 @@ from agentplug_hookspecs.tools import (
     ToolCallOutcome,
 )
 
-from agentplug.core.outcomes import _ATOMS, _NO_PARAMS, Untouched, _assemble, _untouched_builder
+from agentplug.core.outcomes import (
+    _ATOMS,
+    _NO_PARAMS,
+    Untouched,
+    _assemble,
+    _new,
+    _set,
+    _untouched_builder,
+)
 from agentplug.core.services import outcome_filter
 
 __all__ = ["Reducer", "reducer_for"]
@@ -363,9 +371,15 @@ class ToolCallReducer(Reducer):
 
     @classmethod
     def untouched(cls, decl: HookDecl) -> Untouched:
+        fields = {"params", "blocked", "block_reason", "blocked_by", "approval"}
+        new, put = _new, _set
+
         def untouched(event: Event) -> HookModel:
-            return _assemble(
-                ToolCallOutcome,
+            # ``_assemble`` inlined: this runs once per tool call whose handlers all passed.
+            outcome = new(ToolCallOutcome)
+            put(
+                outcome,
+                "__dict__",
                 {
                     "params": getattr(event, "params", _NO_PARAMS),
                     "blocked": False,
@@ -374,6 +388,10 @@ class ToolCallReducer(Reducer):
                     "approval": None,
                 },
             )
+            put(outcome, "__pydantic_fields_set__", fields.copy())
+            put(outcome, "__pydantic_extra__", None)
+            put(outcome, "__pydantic_private__", None)
+            return outcome
 
         return untouched
 
