@@ -1,12 +1,13 @@
-"""Run every agentplug benchmark, print one table, write ``bench/results/latest.json``.
+"""Run every agentplug benchmark, print one table, write ``bench/results.json``.
 
-``python bench/run.py`` (or ``make bench``) runs the dispatch and discovery benchmarks and,
-when present, ``bench/bench_http.py``, ``bench/bench_code.py``, ``bench/bench_services.py``
-and ``bench/bench_agent.py`` (the turn runner's overhead per turn; each imported guarded:
-a missing or failing optional benchmark is recorded, not fatal). ``--quick`` is a short
+``python bench/run.py`` (or ``make bench``) runs the dispatch, dict-input, start-up and
+discovery benchmarks and, when present, ``bench/bench_http.py``, ``bench/bench_code.py``,
+``bench/bench_services.py`` and ``bench/bench_agent.py`` (the turn runner's overhead per
+turn; each imported guarded: a missing or failing optional benchmark is recorded, not
+fatal). ``--quick`` is a short
 smoke run (fewer repeats; numbers are noisier). Exit status is 0 when the benchmarks ran,
-whether or not a target was met (the table and the JSON say which); it is 1 only when the
-dispatch or discovery benchmark itself crashed.
+whether or not a target was met (the table and the JSON say which); it is 1 only when one of
+the four core benchmarks itself crashed.
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-CORE = ("bench_dispatch", "bench_discovery")
+CORE = ("bench_dispatch", "bench_input", "bench_startup", "bench_discovery")
 OPTIONAL = ("bench_http", "bench_code", "bench_services", "bench_agent")
 QUICK_N = 40  # request count for an optional ``run(n=...)`` benchmark under --quick
 
@@ -90,28 +90,31 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
     d = results.get("bench_dispatch", {})
     if d.get("status") == "ok":
         r = d["result"]
-        for count, row in r["sequential"].items():
-            target = "<= 1.00x" if count == "10" else ""
-            if target:
-                target += " MET" if row["ratio_vs_pluggy"] <= 1.0 else " MISSED"
-            rows.append(
-                (
-                    "dispatch",
-                    f"before_tool_call x{count}: agentplug vs pluggy",
-                    f"{row['agentplug_us']:.2f} vs {row['pluggy_us']:.2f} us: "
-                    f"{row['ratio_vs_pluggy']:.2f}x",
-                    target,
+        for hook, key in (
+            ("before_tool_call", "sequential"),
+            ("message_sending", "message_sending"),
+            ("message_received", "observe_noop"),
+        ):
+            for count, row in r[key].items():
+                rows.append(
+                    (
+                        "dispatch",
+                        f"{hook} x{count}: sync vs pluggy / async vs pluggy / async vs "
+                        "pluggy+await",
+                        f"{row['sync_vs_pluggy']:.2f}x / {row['async_vs_pluggy']:.2f}x / "
+                        f"{row['async_vs_pluggy_await']:.2f}x",
+                        "",
+                    )
                 )
-            )
-            rows.append(
-                (
-                    "dispatch",
-                    f"before_tool_call x{count}: agentplug vs loop",
-                    f"{row['agentplug_us']:.2f} vs {row['loop_us']:.2f} us: "
-                    f"{row['ratio_vs_loop']:.2f}x",
-                    "",
+            for t in r["targets"][hook]:
+                rows.append(
+                    (
+                        "dispatch",
+                        f"{hook} x{t['handlers']}: {t['ratio']}",
+                        f"{t['value']:.2f}x",
+                        f"<= {t['max']:.1f}x {'MET' if t['met'] else 'MISSED'}",
+                    )
                 )
-            )
         o = r["observe"]
         rows.append(
             (
@@ -121,6 +124,71 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
                 f"< {o['target_ms']:.0f} ms {'MET' if o['meets_target'] else 'MISSED'}",
             )
         )
+    i = results.get("bench_input", {})
+    if i.get("status") == "ok":
+        r = i["result"]
+        for count, row in r["rows"].items():
+            target = ""
+            if count == "1":
+                t = r["target"]
+                target = f"<= {t['max_at_1']:.1f}x {'MET' if t['met'] else 'MISSED'}"
+            rows.append(
+                (
+                    "input",
+                    f"before_tool_call x{count}: dict input vs pre-built models",
+                    f"{row['dict_us']:.2f} vs {row['model_us']:.2f} us: "
+                    f"{row['dict_vs_model']:.2f}x",
+                    target,
+                )
+            )
+    s = results.get("bench_startup", {})
+    if s.get("status") == "ok":
+        r = s["result"]
+        ms, ratio, t = r["wall_ms"], r["ratio_vs_pydantic"], r["targets"]
+        for name, label, key in (
+            ("agentplug", "import agentplug", "import"),
+            ("agentplug_help", "agentplug --help", "help"),
+        ):
+            rows.append(
+                (
+                    "startup",
+                    f"{label} vs import pydantic",
+                    f"{ms[name]:.0f} vs {ms['pydantic']:.0f} ms: {ratio[name]:.2f}x",
+                    f"<= {t[key + '_max']:.0f}x {'MET' if t[key + '_met'] else 'MISSED'}",
+                )
+            )
+        mods = r["modules"]
+        rows.append(
+            (
+                "startup",
+                "modules loaded: agentplug / pluggy / pydantic",
+                f"{mods['agentplug']} / {mods['pluggy']} / {mods['pydantic']}",
+                "",
+            )
+        )
+        heavy = r["heavy_modules_loaded_by_import_agentplug"]
+        rows.append(
+            (
+                "startup",
+                "heavy modules loaded by import agentplug",
+                str(len(heavy)),
+                f"0 {'MET' if not heavy else 'MISSED'}",
+            )
+        )
+    b = results.get("bench_code", {})
+    if b.get("status") == "ok" and isinstance(b.get("result"), dict):
+        burst = b["result"].get("action_burst")
+        if isinstance(burst, dict):
+            t = burst["target"]
+            rows.append(
+                (
+                    "code",
+                    "20 concurrent Python code actions, after the first: p50 / p99",
+                    f"{burst['p50_ms']:.2f} / {burst['p99_ms']:.2f} ms",
+                    f"<= {t['p50_max_ms']:.0f} / {t['p99_max_ms']:.0f} ms "
+                    f"{'MET' if t['met'] else 'MISSED'}",
+                )
+            )
     c = results.get("bench_discovery", {})
     if c.get("status") == "ok":
         r = c["result"]
@@ -163,10 +231,11 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
         )
     for name, entry in results.items():
         if entry.get("status") == "error":
-            rows.append((name.removeprefix("bench_"), "ERROR", entry.get("error", "?"), ""))
+            error = str(entry.get("error", "?"))
+            rows.append((name.removeprefix("bench_"), "ERROR", error[:100], ""))
         elif entry.get("status") == "absent":
             rows.append((name.removeprefix("bench_"), "not present", "-", ""))
-        elif name not in ("bench_dispatch", "bench_discovery", "bench_http", "bench_agent"):
+        elif name not in (*CORE, "bench_http", "bench_code", "bench_agent"):
             rows.append((name.removeprefix("bench_"), "ran", f"{entry['seconds']:.1f} s", ""))
     return rows
 
@@ -183,9 +252,7 @@ def _table(rows: list[tuple[str, str, str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short smoke run (noisier)")
-    parser.add_argument(
-        "--out", type=Path, default=RESULTS / "latest.json", help="JSON output path"
-    )
+    parser.add_argument("--out", type=Path, default=HERE / "results.json", help="JSON output path")
     args = parser.parse_args(argv)
 
     started = datetime.now(UTC)

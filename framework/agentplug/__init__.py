@@ -23,16 +23,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentplug_hookspecs import (
-    Context,
-    Event,
-    FailurePolicy,
-    HookDecl,
-    HookKind,
-    Result,
-    declare,
-)
-
 from agentplug.core.errors import (
     AgentplugError,
     ConfigError,
@@ -55,10 +45,18 @@ wire_outcome_filter("exec_env", "agentplug.security.execenv:exec_env_outcome")
 
 __version__ = "0.1.0"
 
-# The runtime and the action APIs load on first use: plugin modules only need
-# ``hookimpl`` at import time, and pytest imports ``agentplug.testing.pytest_plugin`` in every
-# session of an environment where agentplug is installed.
+# The contract's models, the runtime and the action APIs load on first use: plugin modules
+# only need ``hookimpl`` at import time (pluggy, no pydantic model), and pytest imports
+# ``agentplug.testing.pytest_plugin`` in every session of an environment where agentplug is
+# installed. ``tests/test_startup.py`` holds the list of what ``import agentplug`` loads.
 _LAZY = {
+    "Context": "agentplug_hookspecs",
+    "Event": "agentplug_hookspecs",
+    "FailurePolicy": "agentplug_hookspecs",
+    "HookDecl": "agentplug_hookspecs",
+    "HookKind": "agentplug_hookspecs",
+    "Result": "agentplug_hookspecs",
+    "declare": "agentplug_hookspecs",
     "PluginHost": "agentplug.core.host",
     "PluginApi": "agentplug.core.host",
     "PluginRecord": "agentplug.core.host",
@@ -118,6 +116,16 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from agentplug_hookspecs import (
+        Context,
+        Event,
+        FailurePolicy,
+        HookDecl,
+        HookKind,
+        Result,
+        declare,
+    )
+
     from agentplug.actions.builtins.comms import TerminalRuns
     from agentplug.actions.config_check import check_config
     from agentplug.actions.custom import (

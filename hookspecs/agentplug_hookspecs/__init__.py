@@ -6,45 +6,115 @@ its semantics declared as data. Depends on pluggy and pydantic only.
 
 from __future__ import annotations
 
-from . import actions, agent, common, lifecycle, messages, sessions, tools
-from ._model import (
-    Context,
-    Event,
-    FrozenDict,
-    FrozenList,
-    HandlerContext,
-    HookModel,
-    JsonList,
-    JsonMap,
-    Result,
-    bind_handler_context,
-    deep_freeze,
-    thaw,
+from typing import TYPE_CHECKING, Any
+
+from ._names import PROJECT_NAME
+
+# Everything else loads on first use: ``import agentplug`` (and every plugin module's
+# ``from agentplug import hookimpl``) then costs no pydantic model, and the hook modules
+# are imported only by hosts and tools that use the catalogue.
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "TRUST_MARKERS",
+            "Context",
+            "Event",
+            "FrozenDict",
+            "FrozenList",
+            "HandlerContext",
+            "HookModel",
+            "JsonList",
+            "JsonMap",
+            "Result",
+            "bind_handler_context",
+            "deep_freeze",
+            "thaw",
+        ),
+        "._model",
+    ),
+    **dict.fromkeys(
+        (
+            "Claim",
+            "Collect",
+            "Decide",
+            "Deprecation",
+            "DictMerge",
+            "FailurePolicy",
+            "FieldMerge",
+            "HookDecl",
+            "HookKind",
+            "Observe",
+            "Pipeline",
+            "Reduction",
+            "Special",
+            "declarations_in",
+            "declare",
+            "hookspec",
+        ),
+        "._semantics",
+    ),
+    "BUILTIN_SPEC_MODULES": ".catalogue",
+    "builtin_declarations": ".catalogue",
+}
+_SUBMODULES = frozenset(
+    {"actions", "agent", "common", "lifecycle", "messages", "sessions", "tools"}
 )
-from ._semantics import (
-    PROJECT_NAME,
-    Claim,
-    Collect,
-    Decide,
-    Deprecation,
-    DictMerge,
-    FailurePolicy,
-    FieldMerge,
-    HookDecl,
-    HookKind,
-    Observe,
-    Pipeline,
-    Reduction,
-    Special,
-    declarations_in,
-    declare,
-    hookspec,
-)
-from .catalogue import BUILTIN_SPEC_MODULES, builtin_declarations
+
+if TYPE_CHECKING:
+    from . import actions, agent, common, lifecycle, messages, sessions, tools
+    from ._model import (
+        TRUST_MARKERS,
+        Context,
+        Event,
+        FrozenDict,
+        FrozenList,
+        HandlerContext,
+        HookModel,
+        JsonList,
+        JsonMap,
+        Result,
+        bind_handler_context,
+        deep_freeze,
+        thaw,
+    )
+    from ._semantics import (
+        Claim,
+        Collect,
+        Decide,
+        Deprecation,
+        DictMerge,
+        FailurePolicy,
+        FieldMerge,
+        HookDecl,
+        HookKind,
+        Observe,
+        Pipeline,
+        Reduction,
+        Special,
+        declarations_in,
+        declare,
+        hookspec,
+    )
+    from .catalogue import BUILTIN_SPEC_MODULES, builtin_declarations
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentplug_hookspecs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BUILTIN_SPEC_MODULES",
     "PROJECT_NAME",
+    "TRUST_MARKERS",
     "Claim",
     "Collect",
     "Context",

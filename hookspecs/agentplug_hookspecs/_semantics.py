@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from ._model import Context, Event, HookModel, Result
+from ._names import PROJECT_NAME
 
 __all__ = [
     "PROJECT_NAME",
@@ -35,9 +36,6 @@ __all__ = [
     "declare",
     "hookspec",
 ]
-
-PROJECT_NAME = "agentplug"
-"""The pluggy project name: markers, entry-point group and attribute prefix."""
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 """pluggy's hookspec marker for the ``agentplug`` project."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from ._model import Event, FrozenList, HookModel, JsonList, JsonMap, Result
+from ._model import TRUST_MARKERS, Event, FrozenList, HookModel, JsonList, JsonMap, Result
 from ._semantics import Claim, HookKind, Pipeline, declare, observe
 from .common import ClaimOutcome, ClaimResult, MessageContext, ThreadId
 
@@ -14,8 +14,6 @@ GROUP = "Messages and delivery"
 
 MAX_CANCEL_REASON_CHARS = 500
 MAX_CANCEL_METADATA_KEYS = 32
-TRUST_MARKERS = frozenset({"trusted_local_media", "trustedLocalMedia"})
-"""Runtime trust markers that plugins may neither see nor set on reply payloads."""
 
 
 def _fill_body_for_agent(data: Any) -> Any:

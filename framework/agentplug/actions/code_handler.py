@@ -5,15 +5,17 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
 from agentplug.actions.handler_output import HandlerOutput
+from agentplug.core.errors import ConfigError
 from agentplug.sandbox.code_sandbox import CodeSandbox
 from agentplug.sandbox.models import FetchCallable, Language
 
-__all__ = ["CodeHandlerDef", "detect_language", "run_code_handler"]
+__all__ = ["CodeHandlerDef", "CodeSettings", "code_settings", "detect_language", "run_code_handler"]
 
 # Tokens that are not valid Python but are everyday JavaScript. Only consulted when the
 # code is not valid Python, so a Python snippet can never be mistaken for JavaScript.
@@ -34,6 +36,39 @@ class CodeHandlerDef(BaseModel):
     type: Literal["code"] = "code"
     code: str
     language: Language | None = None
+
+
+class CodeSettings(BaseModel):
+    """``actions.code``: the sandbox pool that a host's ``code`` custom actions share."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    pool_size: int = Field(default=2, ge=0, le=64)
+    """Ready (hardened, idle) workers kept per language: a burst of up to this many
+    concurrent runs starts at warm speed. Each idle worker is a small process (about
+    10-20 MB); 0 starts every run cold."""
+    parallel: int | None = Field(default=None, ge=1, le=32)
+    """Workers started at the same time when the pool refills (default: up to 4, never more
+    than ``pool_size``)."""
+
+
+def code_settings(actions: Mapping[str, Any]) -> CodeSettings:
+    """Validate ``actions.code``; raise :class:`ConfigError` naming each key."""
+    raw = actions.get("code")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError([("actions.code", f"must be an object, got {type(raw).__name__}")])
+    try:
+        return CodeSettings.model_validate(dict(raw))
+    except ValidationError as exc:
+        issues = []
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"])
+            issues.append((f"actions.code.{where}" if where else "actions.code", error["msg"]))
+        raise ConfigError(issues) from None
 
 
 def detect_language(defn: CodeHandlerDef) -> Language:

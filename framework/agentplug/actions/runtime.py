@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from agentplug.actions.code_handler import code_settings
 from agentplug.actions.custom import (
     CustomActionServices,
     LoadResult,
@@ -113,8 +114,12 @@ class AgentRuntime(SimpleActionRuntime):
             # Imported here: the built-ins package imports this module.
             from agentplug.actions.builtins.comms.runs import host_shell_backend
 
+            # ``code`` actions share one sandbox whose warm pool is ``actions.code.poolSize``.
+            code = code_settings(self.host.config.actions)
             services = CustomActionServices.default(
-                ssrf_policy=operator_ssrf_policy(self.host.config.security)
+                ssrf_policy=operator_ssrf_policy(self.host.config.security),
+                code_pool_size=code.pool_size,
+                code_parallel=code.parallel,
             )
             self.custom_services = dataclasses.replace(
                 services, shell=host_shell_backend(self.host)

@@ -9,6 +9,7 @@ Commands live in one module each (``run``, ``catalogue``, ``docs``, ``actions``,
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -39,18 +40,49 @@ _EPILOG = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every command (exposed for docs/cli.md and tests)."""
+# Command groups living in heavier layers (actions, the agent runner, the control API, the
+# plugin manager): ``agentplug --help`` lists them from this table, and a group's module is
+# imported only when its command runs (``tests/test_startup.py`` checks that each summary
+# matches what the module registers).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "actions": (
+        "list every action, test a custom one, run the action flow",
+        "agentplug.cli.actions:add_actions_commands",
+    ),
+    "approvals": (
+        "list or revoke standing allow-always approval grants",
+        "agentplug.cli.approvals:add_approvals_commands",
+    ),
+    "chat": (
+        "an interactive agent session against the configured model",
+        "agentplug.cli.chat:add_chat_command",
+    ),
+    "serve": (
+        "run the local control API on loopback (needs the 'api' extra)",
+        "agentplug.api.serve:add_serve_command",
+    ),
+    "plugin": (
+        "install, eject, sync and reinject plugins (and agentplug itself)",
+        "agentplug.plugins.manager:add_plugin_management_commands",
+    ),
+    "supervise": (
+        "run a command and restart it while it exits with 75 (RESTART_AGENT)",
+        "agentplug.plugins.supervisor:add_supervisor_command",
+    ),
+}
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser of every command (exposed for docs/cli.md and tests).
+
+    Without ``argv`` every command group is complete. With ``argv`` (what :func:`main`
+    parses), only the group ``argv`` names is imported; the others are listed in
+    ``--help`` with their summary.
+    """
     from agentplug import __version__
-    from agentplug.api.serve import add_serve_command
-    from agentplug.cli.actions import add_actions_commands
-    from agentplug.cli.approvals import add_approvals_commands
     from agentplug.cli.catalogue import add_catalogue_commands
-    from agentplug.cli.chat import add_chat_command
     from agentplug.cli.docs import add_docs_commands
     from agentplug.cli.run import add_run_command
-    from agentplug.plugins.manager import add_plugin_management_commands
-    from agentplug.plugins.supervisor import add_supervisor_command
 
     parser = AgentplugArgumentParser(prog="agentplug", description=_DESCRIPTION, epilog=_EPILOG)
     parser.add_argument("--version", action="version", version=f"agentplug {__version__}")
@@ -58,15 +90,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_command(sub)
     add_catalogue_commands(sub)
     add_docs_commands(sub)
-    add_actions_commands(sub)
-    add_approvals_commands(sub)
-    add_chat_command(sub)
-    add_serve_command(sub)
-    add_plugin_management_commands(sub)
-    add_supervisor_command(sub)
+    wanted = None if argv is None else _command_named(argv)
+    for name, (summary, target) in LAZY_COMMANDS.items():
+        if argv is not None and name != wanted:
+            sub.add_parser(name, help=summary)  # completed when the command itself runs
+            continue
+        module, function = target.split(":")
+        getattr(importlib.import_module(module), function)(sub)
     add_verbose_options(parser)
     parser.set_defaults(parser=parser)  # `agentplug docs cli` renders this very tree
     return parser
+
+
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first argument that is not an option."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def _crashed(args: argparse.Namespace, exc: BaseException) -> int:
@@ -80,10 +118,8 @@ def _crashed(args: argparse.Namespace, exc: BaseException) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentplug`` console script."""
-    from agentplug.testing.scenario import ScenarioError
-
-    parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
     if not arguments:
         parser.print_help()
         return 0
@@ -99,16 +135,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         code: int = args.func(args)
-    except ScenarioError as exc:
+    except (AgentplugError, LookupError) as exc:
+        # A scenario step that crashed is the plugin author's bug: -v shows where. (The
+        # testing layer is looked up, not imported: only `run` loads it.)
+        scenario = sys.modules.get("agentplug.testing.scenario")
         cause = exc.__cause__
-        crashed = cause is not None and not isinstance(cause, AgentplugError)
-        if crashed and verbose(args):  # a step crashed: the plugin author's bug
+        crashed = (
+            scenario is not None
+            and isinstance(exc, scenario.ScenarioError)
+            and cause is not None
+            and not isinstance(cause, AgentplugError)
+        )
+        if crashed and verbose(args):
             traceback.print_exception(cause, file=sys.stderr)
         hint = " (run with -v for the traceback)" if crashed and not verbose(args) else ""
         error_line(args, f"{one_line(exc)}{hint}")
-        return EXIT_USAGE
-    except (AgentplugError, LookupError) as exc:
-        error_line(args, one_line(exc))
         return EXIT_USAGE
     except BrokenPipeError:  # output piped into `head` and the like
         devnull = os.open(os.devnull, os.O_WRONLY)

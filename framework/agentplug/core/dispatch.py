@@ -13,7 +13,8 @@ import contextlib
 import contextvars
 import enum
 import logging
-from collections.abc import Callable, Iterator, Sequence
+import math
+from collections.abc import Callable, Coroutine, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -26,6 +27,7 @@ __all__ = [
     "Handler",
     "HandlerReport",
     "HandlerStatus",
+    "Record",
     "Tracker",
     "capture_failures",
 ]
@@ -66,13 +68,19 @@ class Handler:
     plain: bool = False
     """Called as ``f(event, ctx)`` inline (no thread)."""
     fast: bool = False
-    """Plain and ungated, timed only on request: the dispatcher's hot path."""
+    """Plain and ungated: the dispatcher's hot path."""
+    inline_sync: bool = False
+    """Fast and a plain ``def``: runs to completion inline, never suspends."""
+    budget: float = math.inf
+    """``timeout_s`` as a number (infinite when the handler has no budget)."""
     ok_record: tuple[Any, ...] = ()
     """The shared trace record of a successful untimed run (no allocation per call)."""
 
     def __post_init__(self) -> None:
         self.plain = self.call_mode == 2 and not self.thread
         self.fast = self.plain and self.gate is None
+        self.inline_sync = self.fast and not self.is_async
+        self.budget = math.inf if self.timeout_s is None else self.timeout_s
         self.ok_record = (self, HandlerStatus.OK, 0.0, None)
 
     def call(self, event: Event, ctx: Context) -> Any:
@@ -87,6 +95,10 @@ class Handler:
         if mode == 3:
             return self.function(ctx)
         return self.function(ctx, event)
+
+
+Record = tuple[Handler, HandlerStatus, float, str | None]
+"""One handler's line in a dispatch trace: handler, status, seconds, error."""
 
 
 class HandlerReport(BaseModel):
@@ -106,7 +118,7 @@ class DispatchResult(Generic[OutcomeT]):
 
     hook: str
     outcome: OutcomeT
-    records: list[tuple[Handler, HandlerStatus, float, str | None]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
     @property
     def handlers(self) -> list[HandlerReport]:
@@ -125,10 +137,26 @@ class DispatchResult(Generic[OutcomeT]):
 
 
 class Tracker:
-    """Handlers the runtime stopped waiting for but did not cancel."""
+    """Handlers the runtime stopped waiting for but did not cancel, and handlers seen to
+    block the event loop past their budget."""
 
     def __init__(self) -> None:
         self._tasks: dict[asyncio.Future[Any], str] = {}
+        self.overruns: dict[tuple[str, str], tuple[float, float]] = {}
+        """``(plugin_id, hook)`` -> (longest inline run, budget), in seconds."""
+        self.on_overrun: Callable[[Handler, float], None] | None = None
+        """Called once per ``(plugin_id, hook)`` when a handler is first seen to overrun."""
+
+    def overran(self, handler: Handler, elapsed_s: float) -> str:
+        """Note that ``handler`` ran ``elapsed_s`` seconds past its budget without yielding
+        to the event loop; return the failure text for its trace record."""
+        key = (handler.plugin_id, handler.hook)
+        first = key not in self.overruns
+        longest = max(elapsed_s, self.overruns.get(key, (0.0, 0.0))[0])
+        self.overruns[key] = (longest, handler.budget)
+        if first and self.on_overrun is not None:
+            self.on_overrun(handler, elapsed_s)
+        return overrun_message(handler, elapsed_s)
 
     def track(self, task: asyncio.Future[Any], label: str) -> None:
         """Keep ``task`` referenced until it ends; log how it ended."""
@@ -159,8 +187,91 @@ class Tracker:
         return self.pending
 
 
-class _Timeout(Exception):
-    pass
+_UNSET: Any = object()
+
+
+class _Resume:
+    """Awaitable continuing a coroutine whose first step already ran inline.
+
+    ``owner`` (a run with a ``closing`` flag) learns when the coroutine is closed from
+    outside, so that a ``GeneratorExit`` thrown in is told apart from one a handler raised.
+    """
+
+    __slots__ = ("coro", "first", "owner", "result")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any, owner: Any) -> None:
+        self.coro = coro
+        self.first = first
+        self.owner = owner
+        self.result: Any = _UNSET
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, pending = self.coro, self.first
+        while True:
+            try:
+                yield pending
+            except GeneratorExit as exc:
+                if not _delivered(pending, exc):  # closed from outside, not a handler's own
+                    self.owner.closing = True
+                    coro.close()
+                    raise
+                # A future failed with GeneratorExit (a handler raised it in a thread).
+                # asyncio delivers it by closing this awaitable: let the chain handle it,
+                # then hand its result to ``_finish``, which sees GeneratorExit too.
+                try:
+                    coro.throw(exc)
+                except StopIteration as stop:
+                    self.result = stop.value
+                    return stop.value
+                raise RuntimeError(
+                    "a handler chain suspended while handling GeneratorExit"
+                ) from exc
+            except BaseException as exc:  # forwarded into the coroutine
+                try:
+                    pending = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            # asyncio resumes a suspended coroutine with send(None); do the same.
+            try:
+                pending = coro.send(None)
+            except StopIteration as stop:
+                return stop.value
+
+
+def _delivered(awaited: Any, exc: BaseException) -> bool:
+    """Whether ``exc``, thrown in at a suspension point, is the failure of the awaited
+    future (asyncio delivers a future's exception with ``throw``, as ``close`` throws its
+    own; a closing coroutine's future is still pending)."""
+    return (
+        isinstance(awaited, asyncio.Future)
+        and awaited.done()
+        and not awaited.cancelled()
+        and type(awaited.exception()) is type(exc)
+    )
+
+
+async def _finish(coro: Coroutine[Any, Any, Any], first: Any, owner: Any) -> Any:
+    resume = _Resume(coro, first, owner)
+    try:
+        return await resume
+    except GeneratorExit:
+        if resume.result is not _UNSET:
+            return resume.result
+        raise
+
+
+def _passes_through(exc: BaseException, closing: bool) -> bool:
+    """Whether a handler's exception must leave the dispatch instead of failing the handler:
+    ``KeyboardInterrupt``, the dispatching task's own cancellation, and the ``GeneratorExit``
+    of a run being closed. ``SystemExit`` and the rest are handler failures."""
+    if isinstance(exc, Exception):
+        return False
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        return _cancelled_from_outside()
+    return isinstance(exc, GeneratorExit) and closing
 
 
 def _cancelled_from_outside() -> bool:
@@ -192,6 +303,15 @@ def capture_failures(sink: FailureSink) -> Iterator[None]:
         yield
     finally:
         _failure_sink.reset(token)
+
+
+def overrun_message(handler: Handler, elapsed_s: float) -> str:
+    """Why a handler that blocked the event loop past its budget counts as timed out."""
+    return (
+        f"blocked the event loop for {elapsed_s * 1000:.0f} ms, over its "
+        f"{handler.budget * 1000:.0f} ms budget: the late result is refused (run blocking "
+        "code in a thread with thread=True, or make the handler async)"
+    )
 
 
 def _describe(exc: BaseException, hook: str | None = None, plugin_id: str | None = None) -> str:
@@ -239,11 +359,7 @@ _probe.close()
 _STOPPED = "a terminal decision stopped the chain"
 
 
-def _skip_rest(
-    plan: Sequence[Handler],
-    index: int,
-    records: list[tuple[Handler, HandlerStatus, float, str | None]],
-) -> None:
+def _skip_rest(plan: Sequence[Handler], index: int, records: list[Record]) -> None:
     for later in plan[index + 1 :]:
         if later.gate is not None:
             records.append((later, HandlerStatus.BLOCKED_BY_GATE, 0.0, later.gate))

@@ -15,15 +15,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentplug_hookspecs import Context, Event, HookDecl, HookKind
+from agentplug_hookspecs._model import _HANDLER_CONTEXT
 from agentplug_hookspecs.common import ObserveOutcome
 
 from agentplug.core.concurrent import run_concurrent
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.dispatch import DispatchResult, Handler, Tracker
+from agentplug.core.dispatch import DispatchResult, Tracker, _CoroutineType
 from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log
+from agentplug.core.plans import OBSERVE, SEQUENTIAL, SYNC, HookPlan
 from agentplug.core.reducers import Reducer
-from agentplug.core.sequential import SequentialRun, run_sequential, run_sync
+from agentplug.core.sequential import Preset, SequentialRun, run_sync
 
 __all__ = ["SEQUENTIAL_KINDS", "HookDispatcher"]
 
@@ -40,20 +42,17 @@ class HookDispatcher:
     def __init__(self, config: AgentplugConfig) -> None:
         self.config = config
         self._decls: dict[str, HookDecl] = {}
-        self._plans: dict[str, tuple[Handler, ...]] = {}
+        self._plans: dict[str, HookPlan] = {}
+        """Compiled plans by canonical hook name (cleared when the registry changes)."""
         self._reducers: dict[str, type[Reducer]] = {}
-        self._direct: dict[str, HookDecl] = {}
-        self._sequential: set[str] = set()
-        """Hooks dispatched under their own name (no alias): the fast lookup."""
-        self._empty_ctx: dict[str, Context] = {}
         self.timings = False
         """Measure each handler's duration (on when observing; ``agentplug run`` sets it)."""
         self.observer = Observer()
         """Structured logs (logger ``agentplug.trace``) and optional tracing."""
         self.tracker = Tracker()
-        """Handlers that timed out and still run (see :meth:`aclose`)."""
+        """Handlers that timed out and still run (see :meth:`aclose`), and overruns."""
 
-    def _build_plan(self, hook: str) -> tuple[Handler, ...]:
+    def _build_plan(self, hook: str) -> HookPlan:
         raise NotImplementedError
 
     def _decl(self, hook: str) -> HookDecl:
@@ -71,18 +70,19 @@ class HookDispatcher:
         hook: str,
         event: Event | Mapping[str, Any] | None,
         ctx: Context | Mapping[str, Any] | None,
-    ) -> tuple[HookDecl, Event, Context]:
+    ) -> tuple[HookPlan, Event, Context]:
         decl = self._decls.get(hook) or self._decl(hook)
         if decl.deprecation is not None and decl.deprecation.alias_of:
             decl = self._decl(decl.deprecation.alias_of)
-        if type(event) is not decl.event:
-            event = decl.event.model_validate(event if event is not None else {})
+        plan = self._plans.get(decl.name) or self._build_plan(decl.name)
+        if type(event) is not plan.event:
+            event = plan.event.model_validate(event if event is not None else {})
         if ctx is None:
-            ctx = self._empty_ctx[decl.name]
-        elif not isinstance(ctx, decl.ctx):
-            ctx = decl.ctx.model_validate(ctx)
+            ctx = plan.empty_ctx or _empty_ctx(plan)
+        elif not isinstance(ctx, plan.ctx):
+            ctx = plan.ctx.model_validate(ctx)
         assert isinstance(event, Event)
-        return decl, event, ctx
+        return plan, event, ctx
 
     async def dispatch(
         self,
@@ -91,50 +91,97 @@ class HookDispatcher:
         ctx: Context | Mapping[str, Any] | None = None,
     ) -> DispatchResult[Any]:
         """Run every handler of ``hook`` with the hook's rules; return the outcome."""
-        decl = self._direct.get(hook)
-        if decl is not None and type(event) is decl.event and type(ctx) is decl.ctx:
-            ev: Event = event
-            cx: Context = ctx
+        plan = self._plans.get(hook)
+        if plan is None or type(event) is not plan.event:
+            plan, ev, cx = self._prepare(hook, event, ctx)
         else:
-            decl, ev, cx = self._prepare(hook, event, ctx)
+            ev = event
+            if type(ctx) is plan.ctx:
+                cx = ctx
+            elif ctx is None:
+                cx = plan.empty_ctx or _empty_ctx(plan)
+            else:
+                plan, ev, cx = self._prepare(hook, event, ctx)
+        if self.observer.tracer is not None or _trace_log.isEnabledFor(logging.DEBUG):
+            return await self._observed(plan, ev, cx)
+        if self.timings:
+            return await self._dispatch(plan, ev, cx, True)
+        mode = plan.mode
+        if mode == SYNC:
+            return self._run_sync(plan, ev, cx)
+        handlers = plan.handlers
+        if plan.straight and handlers:
+            # Plain ``def`` handlers: a straight loop for as long as they return nothing
+            # (observation hooks: anything but a coroutine) within their budget. The
+            # same loop as ``run_straight``, inlined: this is every dispatch's hot path.
+            values_end = mode == SEQUENTIAL
+            var = _HANDLER_CONTEXT
+            token = var.set(handlers[0].context)
+            bind = var.set
+            clock = time.perf_counter
+            preset: Preset | None = None
+            last = clock()
+            for h in handlers:
+                bind(h.context)
+                try:
+                    value = h.function(ev, cx)
+                except BaseException as exc:
+                    preset = (None, exc, clock() - last)
+                    break
+                now = clock()
+                if (
+                    value is not None and (values_end or type(value) is _CoroutineType)
+                ) or now - last > h.budget:
+                    preset = (value, None, now - last)
+                    break
+                last = now
+            var.reset(token)
+            if preset is None:
+                outcome = plan.untouched(ev) if values_end else _OBSERVED
+                return DispatchResult(plan.name, outcome, list(plan.ok_records))
+            at = handlers.index(h)
+            if not values_end:
+                records = await run_concurrent(
+                    plan.decl, handlers, ev, cx, self.tracker, at=at, preset=preset
+                )
+                return DispatchResult(plan.name, _OBSERVED, records)
+            run = SequentialRun(plan, ev, cx, self.tracker, False, list(plan.ok_records[:at]))
+            done = run.start(at, preset)
+        elif mode == OBSERVE:
+            records = await run_concurrent(plan.decl, handlers, ev, cx, self.tracker)
+            return DispatchResult(plan.name, _OBSERVED, records)
+        else:
+            run = SequentialRun(plan, ev, cx, self.tracker)
+            done = run.start()
+        records = done if done is not None else await run.resume()
+        return DispatchResult(plan.name, run.outcome(), records)
+
+    async def _observed(self, plan: HookPlan, ev: Event, cx: Context) -> DispatchResult[Any]:
         observer = self.observer
-        if observer.tracer is not None or _trace_log.isEnabledFor(logging.DEBUG):
-            started = time.perf_counter_ns()
-            result = await self._dispatch(decl, ev, observer.fill_context(cx), True)
-            observer.record(decl, result, started, time.perf_counter_ns())
-            return result
-        name = decl.name
-        if name in self._sequential:
-            # The common path, inlined: no extra coroutine layer per dispatch.
-            plan = self._plans.get(name) or self._build_plan(name)
-            reducer = self._reducers[name](decl, ev)
-            run = SequentialRun(decl, plan, reducer, cx, self.timings)
-            records = run.start()
-            if records is None:
-                records = await run.resume(self.tracker)
-            return DispatchResult(name, reducer.finish(), records)
-        return await self._dispatch(decl, ev, cx, self.timings)
+        started = time.perf_counter_ns()
+        result = await self._dispatch(plan, ev, observer.fill_context(cx), True)
+        observer.record(plan.decl, result, started, time.perf_counter_ns())
+        return result
 
     async def _dispatch(
-        self, decl: HookDecl, ev: Event, cx: Context, timing: bool
+        self, plan: HookPlan, ev: Event, cx: Context, timing: bool
     ) -> DispatchResult[Any]:
-        name = decl.name
-        plan = self._plans.get(name) or self._build_plan(name)
-        kind = decl.kind
-        if kind is HookKind.OBSERVE:
-            records = await run_concurrent(decl, plan, ev, cx, self.tracker)
-            return DispatchResult(name, _OBSERVED, records)
-        if kind is HookKind.SYNC:
-            return self._run_sync(decl, ev, cx)
-        reducer = self._reducers[name](decl, ev)
-        records = await run_sequential(decl, plan, reducer, cx, self.tracker, timing)
-        return DispatchResult(name, reducer.finish(), records)
+        """The general path (every handler timed when ``timing``)."""
+        mode = plan.mode
+        if mode == OBSERVE:
+            records = await run_concurrent(plan.decl, plan.handlers, ev, cx, self.tracker, timing)
+            return DispatchResult(plan.name, _OBSERVED, records)
+        if mode == SYNC:
+            return self._run_sync(plan, ev, cx)
+        run = SequentialRun(plan, ev, cx, self.tracker, timing)
+        done = run.start()
+        records = done if done is not None else await run.resume()
+        return DispatchResult(plan.name, run.outcome(), records)
 
-    def _run_sync(self, decl: HookDecl, ev: Event, cx: Context) -> DispatchResult[Any]:
-        plan = self._plans.get(decl.name) or self._build_plan(decl.name)
-        reducer = self._reducers[decl.name](decl, ev)
-        records = run_sync(decl, plan, reducer, cx)
-        return DispatchResult(decl.name, reducer.finish(), records)
+    def _run_sync(self, plan: HookPlan, ev: Event, cx: Context) -> DispatchResult[Any]:
+        reducer = plan.reducer(plan.decl, ev)
+        records = run_sync(plan.decl, plan.handlers, reducer, cx)
+        return DispatchResult(plan.name, reducer.finish(), records)
 
     def enable_tracing(self, tracer: Any = None) -> None:
         """Emit OpenTelemetry spans per dispatch and per handler (needs ``[otel]``)."""
@@ -147,13 +194,13 @@ class HookDispatcher:
         ctx: Context | Mapping[str, Any] | None = None,
     ) -> DispatchResult[Any]:
         """Run a synchronous hook (``tool_result_persist``, ``before_message_write``)."""
-        decl, ev, cx = self._prepare(hook, event, ctx)
-        if decl.kind is not HookKind.SYNC:
+        plan, ev, cx = self._prepare(hook, event, ctx)
+        if plan.mode != SYNC:
             raise TypeError(
-                f"hook {hook!r} is {decl.kind.value}, not sync: use `await host.dispatch(...)` "
-                "or host.sync.dispatch(...)"
+                f"hook {hook!r} is {plan.decl.kind.value}, not sync: use `await "
+                "host.dispatch(...)` or host.sync.dispatch(...)"
             )
-        return self._run_sync(decl, ev, cx)
+        return self._run_sync(plan, ev, cx)
 
     def emit(
         self,
@@ -162,9 +209,9 @@ class HookDispatcher:
         ctx: Context | Mapping[str, Any] | None = None,
     ) -> asyncio.Task[DispatchResult[Any]]:
         """Fire-and-forget dispatch of an observation hook; the task is tracked."""
-        decl, ev, cx = self._prepare(hook, event, ctx)
-        task = asyncio.get_running_loop().create_task(self.dispatch(decl.name, ev, cx))
-        self.tracker.track(task, f"emit:{decl.name}")
+        plan, ev, cx = self._prepare(hook, event, ctx)
+        task = asyncio.get_running_loop().create_task(self.dispatch(plan.name, ev, cx))
+        self.tracker.track(task, f"emit:{plan.name}")
         return task
 
     async def aclose(self, timeout_s: float | None = None) -> list[str]:
@@ -179,6 +226,11 @@ class HookDispatcher:
         for label in leftover:
             log.warning("handler %s still running at shutdown; not waiting any longer", label)
         return leftover
+
+
+def _empty_ctx(plan: HookPlan) -> Context:
+    plan.empty_ctx = plan.ctx()
+    return plan.empty_ctx
 
 
 _OBSERVED = ObserveOutcome()

@@ -26,7 +26,7 @@ from agentplug.core.config import AgentplugConfig
 from agentplug.core.dispatch import (
     Handler,
 )
-from agentplug.core.dispatcher import SEQUENTIAL_KINDS, HookDispatcher
+from agentplug.core.dispatcher import HookDispatcher
 from agentplug.core.errors import (
     AgentplugError,
     DuplicatePluginError,
@@ -36,7 +36,8 @@ from agentplug.core.errors import (
 )
 from agentplug.core.facade import HookFacade
 from agentplug.core.markers import HandlerOptions, check_timeout_ms
-from agentplug.core.plans import compile_plan, gate_reason
+from agentplug.core.overruns import remember_overrun
+from agentplug.core.plans import HookPlan, compile_plan, gate_reason
 from agentplug.core.records import HandlerOwner, PluginRecord
 from agentplug.core.reducers import reducer_for
 from agentplug.core.registration import (
@@ -207,6 +208,7 @@ class PluginHost(HookDispatcher):
                 self._pm.add_hookspecs(module)
         self.hooks = HookFacade(self)
         """Typed facade: one awaitable method per built-in hook."""
+        self.tracker.on_overrun = self._note_overrun
 
     @property
     def sync(self) -> SyncHost:
@@ -272,11 +274,6 @@ class PluginHost(HookDispatcher):
                 )
             self._decls[decl.name] = decl
             self._reducers[decl.name] = reducer_for(decl)
-            if decl.deprecation is None or decl.deprecation.alias_of is None:
-                self._direct[decl.name] = decl
-            if decl.kind in SEQUENTIAL_KINDS:
-                self._sequential.add(decl.name)
-            self._empty_ctx[decl.name] = decl.ctx()
             added.append(decl.name)
         return added
 
@@ -569,9 +566,9 @@ class PluginHost(HookDispatcher):
     def _gate(self, decl: HookDecl, plugin_id: str) -> str | None:
         return gate_reason(self.config, decl, plugin_id, self._bundled.get(plugin_id, True))
 
-    def _build_plan(self, hook: str) -> tuple[Handler, ...]:
-        self._decl(hook)  # raises a clear LookupError for unknown hooks
-        plan = compile_plan(
+    def _build_plan(self, hook: str) -> HookPlan:
+        decl = self._decl(hook)  # raises a clear LookupError for unknown hooks
+        handlers = compile_plan(
             hook,
             self._decls,
             self._pm.hook,
@@ -580,6 +577,7 @@ class PluginHost(HookDispatcher):
             self._bundled,
             self._handler_context,
         )
+        plan = HookPlan(decl, handlers, self._reducers[hook])
         self._plans[hook] = plan
         return plan
 
@@ -588,7 +586,20 @@ class PluginHost(HookDispatcher):
         plan = self._plans.get(hook)
         if plan is None:
             plan = self._build_plan(hook)
-        return plan
+        return plan.handlers
+
+    def _note_overrun(self, handler: Handler, elapsed_s: float) -> None:
+        """A handler was first seen blocking the event loop past its budget: say so on its
+        plugin's record (``agentplug plugins`` and ``doctor`` show it) and remember it."""
+        record = self._records.get(handler.plugin_id)
+        message = (
+            f"handler {handler.hook!r} blocked the event loop for {elapsed_s * 1000:.0f} ms "
+            f"(budget {handler.budget * 1000:.0f} ms); run blocking code with thread=True "
+            "or make it async"
+        )
+        if record is not None:
+            self._warn_once(record, "overrun:" + handler.hook, message, category=None)
+        remember_overrun(handler.plugin_id, handler.hook, elapsed_s, handler.budget)
 
 
 def _no_preference(plugin_id: str) -> None:

@@ -6,14 +6,61 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentplug_hookspecs import HandlerContext, HookDecl, HookKind
+from agentplug_hookspecs import Context, Event, HandlerContext, HookDecl, HookKind
 
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.dispatch import Handler
+from agentplug.core.dispatch import Handler, Record
 from agentplug.core.markers import HandlerOptions, options_of
 from agentplug.core.records import HandlerOwner
+from agentplug.core.reducers import Reducer
 
-__all__ = ["call_mode", "compile_plan", "gate_reason", "handler_timeout"]
+__all__ = ["HookPlan", "call_mode", "compile_plan", "gate_reason", "handler_timeout"]
+
+SEQUENTIAL = 0
+OBSERVE = 1
+SYNC = 2
+_MODES = {HookKind.OBSERVE: OBSERVE, HookKind.SYNC: SYNC}
+
+
+class HookPlan:
+    """Everything a dispatch of one hook needs, resolved once per registry change.
+
+    The ordered handlers, the reducer class, the event and context types a pre-built
+    payload must have to skip validation, the context used when none is given, whether
+    the plan can run as a straight loop (every handler a plain, ungated, inline ``def``)
+    and the records of a dispatch in which every handler returned ``None``.
+    """
+
+    __slots__ = (
+        "ctx",
+        "decl",
+        "empty_ctx",
+        "event",
+        "handlers",
+        "mode",
+        "name",
+        "ok_records",
+        "reducer",
+        "straight",
+        "untouched",
+    )
+
+    def __init__(
+        self, decl: HookDecl, handlers: tuple[Handler, ...], reducer: type[Reducer]
+    ) -> None:
+        self.decl = decl
+        self.name = decl.name
+        self.handlers = handlers
+        self.reducer = reducer
+        self.event: type[Event] = decl.event
+        self.ctx: type[Context] = decl.ctx
+        self.empty_ctx: Context | None = None
+        """The shared context of dispatches without one (built on first use)."""
+        self.mode = _MODES.get(decl.kind, SEQUENTIAL)
+        self.straight = all(h.inline_sync for h in handlers)
+        self.ok_records: tuple[Record, ...] = tuple(h.ok_record for h in handlers)
+        self.untouched = reducer.untouched(decl)
+        """``event -> outcome`` when no handler returned anything or failed."""
 
 
 def call_mode(argnames: tuple[str, ...]) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, TypeVar
+from typing import Any
 
 from agentplug_hookspecs import (
     Claim,
@@ -33,6 +33,15 @@ from agentplug_hookspecs.tools import (
     ToolCallOutcome,
 )
 
+from agentplug.core.outcomes import (
+    _ATOMS,
+    _NO_PARAMS,
+    Untouched,
+    _assemble,
+    _new,
+    _set,
+    _untouched_builder,
+)
 from agentplug.core.services import outcome_filter
 
 __all__ = ["MAX_FINALIZE_ATTEMPTS", "Reducer", "reducer_for"]
@@ -43,26 +52,11 @@ MAX_FINALIZE_ATTEMPTS = 3
 """The most extra model passes one ``before_agent_finalize`` retry may ask for."""
 
 
-_new = object.__new__
-_set = object.__setattr__
-M = TypeVar("M", bound=HookModel)
-
-
-def _assemble(cls: type[M], values: dict[str, Any]) -> M:
-    """Build an outcome from already-validated values (``values`` holds every field)."""
-    obj = _new(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", set(values))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
-
-
 class Reducer:
     """One reduction run. ``event`` is what the next handler sees (pipelines update it).
 
     Subclasses implement :meth:`apply` (return ``True`` to stop the chain),
-    :meth:`fail_closed` and :meth:`finish`.
+    :meth:`fail_closed` and :meth:`finish`, and may implement :meth:`untouched`.
     """
 
     __slots__ = ("decl", "event")
@@ -70,6 +64,14 @@ class Reducer:
     def __init__(self, decl: HookDecl, event: Event) -> None:
         self.decl = decl
         self.event = event
+
+    @classmethod
+    def untouched(cls, decl: HookDecl) -> Untouched:
+        """``event -> outcome`` for a dispatch in which no handler returned anything or
+        failed: what :meth:`finish` gives on a reducer that saw nothing. Built once per
+        plan; subclasses avoid allocating a reducer (the hot path of hooks whose
+        handlers only watch)."""
+        return lambda event: cls(decl, event).finish()
 
     def apply(self, result: Result, plugin_id: str) -> bool:
         """Fold one handler's (validated, non-None) result in. ``True`` stops the chain."""
@@ -125,6 +127,10 @@ class FieldMergeReducer(Reducer):
             data[name] = self.spec.separator.join(parts)
         return self.decl.outcome.model_validate(data)
 
+    @classmethod
+    def untouched(cls, decl: HookDecl) -> Untouched:
+        return _untouched_builder(decl.outcome, {})
+
 
 class DictMergeReducer(Reducer):
     """Mappings merged in priority order; a later handler overrides the same key."""
@@ -168,6 +174,10 @@ class CollectReducer(Reducer):
     def finish(self) -> HookModel:
         return self.decl.outcome.model_validate({"by_plugin": self.by_plugin})
 
+    @classmethod
+    def untouched(cls, decl: HookDecl) -> Untouched:
+        return _untouched_builder(decl.outcome, {}, {"by_plugin": dict})
+
 
 class DecideReducer(Reducer):
     """``terminal: true`` stops the chain; ``accumulate`` fields concatenate."""
@@ -208,6 +218,17 @@ class DecideReducer(Reducer):
             **self.accumulated,
         }
         return self.decl.outcome.model_validate(data)
+
+    @classmethod
+    def untouched(cls, decl: HookDecl) -> Untouched:
+        spec = decl.reduction
+        assert isinstance(spec, Decide)
+        flag, reason, who = _PAST[spec.terminal]
+        return _untouched_builder(
+            decl.outcome,
+            {flag: False, reason: None, who: None},
+            dict.fromkeys(spec.accumulate, list),
+        )
 
 
 # Outcome field names for a terminal verb: (flag, reason, who).
@@ -260,9 +281,23 @@ class PipelineReducer(Reducer):
         fields = self.decl.outcome.model_fields
         return self.decl.outcome.model_validate({k: v for k, v in data.items() if k in fields})
 
+    @classmethod
+    def untouched(cls, decl: HookDecl) -> Untouched:
+        spec = decl.reduction
+        assert isinstance(spec, Pipeline)
+        constants: dict[str, Any] = {}
+        if spec.terminal is not None:
+            flag, reason, who = _PAST[spec.terminal]
+            constants = {flag: False, reason: None, who: None}
+        return _untouched_builder(
+            decl.outcome, constants, {"changed_by": list}, (spec.value, spec.value, thaw_model)
+        )
+
 
 def thaw_model(value: Any) -> Any:
     """Plain (mutable) copy of a frozen JSON-like value; models are returned as is."""
+    if type(value) in _ATOMS:
+        return value
     return value if isinstance(value, HookModel) else thaw(value)
 
 
@@ -339,6 +374,32 @@ class ToolCallReducer(Reducer):
 
     def fail_closed(self, plugin_id: str, reason: str) -> None:
         self.blocked, self.by, self.reason = True, plugin_id, reason
+
+    @classmethod
+    def untouched(cls, decl: HookDecl) -> Untouched:
+        fields = {"params", "blocked", "block_reason", "blocked_by", "approval"}
+        new, put = _new, _set
+
+        def untouched(event: Event) -> HookModel:
+            # ``_assemble`` inlined: this runs once per tool call whose handlers all passed.
+            outcome = new(ToolCallOutcome)
+            put(
+                outcome,
+                "__dict__",
+                {
+                    "params": getattr(event, "params", _NO_PARAMS),
+                    "blocked": False,
+                    "block_reason": None,
+                    "blocked_by": None,
+                    "approval": None,
+                },
+            )
+            put(outcome, "__pydantic_fields_set__", fields.copy())
+            put(outcome, "__pydantic_extra__", None)
+            put(outcome, "__pydantic_private__", None)
+            return outcome
+
+        return untouched
 
     def finish(self) -> HookModel:
         # Every value here comes from validated models, so the outcome is assembled

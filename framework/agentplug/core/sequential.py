@@ -1,8 +1,21 @@
 """Sequential hooks: handlers run one after another and fold into a reducer.
 
-A handler that finishes without suspending is driven inline with ``coro.send(None)``
-(no task, no timer); only a handler that really suspends gets a task and its time
-budget. ``run_sync`` is the synchronous pipeline of ``tool_result_persist`` and
+Three ways through, cheapest first:
+
+* the dispatcher's straight loop (:meth:`~agentplug.core.dispatcher.HookDispatcher.dispatch`):
+  a plan of plain ``def`` handlers runs with no coroutine, task or timer for as long as
+  handlers return ``None`` within their budget, at one call, one context binding and one
+  clock read per handler. The first handler that returns a value, raises or overruns
+  hands over to :class:`SequentialRun` with what it did (a :data:`Preset`).
+* :meth:`SequentialRun.start`: the handlers run inside :meth:`SequentialRun.chain`, a
+  coroutine driven with one ``send(None)``; a handler that finishes without suspending
+  costs no task and no timer either.
+* :meth:`SequentialRun.resume`: only a handler that really suspends gets a task, awaited
+  with its time budget.
+
+A handler that blocks the loop past its budget (a sync ``time.sleep``) cannot be stopped,
+but its late result is refused: it counts as timed out and the hook's failure policy
+applies. ``run_sync`` is the synchronous pipeline of ``tool_result_persist`` and
 ``before_message_write``.
 """
 
@@ -11,27 +24,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine, Generator, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from agentplug_hookspecs import Context, FailurePolicy, HookDecl
+from agentplug_hookspecs import Context, Event, FailurePolicy, HookDecl, HookModel
 from agentplug_hookspecs._model import _HANDLER_CONTEXT
 from pydantic import ValidationError
 
 from agentplug.core.dispatch import (
     Handler,
     HandlerStatus,
+    Record,
     Tracker,
-    _cancelled_from_outside,
     _CoroutineType,
     _describe,
+    _finish,
     _first_error,
+    _passes_through,
     _skip_rest,
     _start_thread,
 )
+from agentplug.core.plans import HookPlan
 from agentplug.core.reducers import Reducer
 
-__all__ = ["SequentialRun", "run_sequential", "run_sync"]
+__all__ = ["Preset", "SequentialRun", "run_sync"]
 
 log = logging.getLogger("agentplug.dispatch")
 
@@ -40,36 +56,8 @@ _ERROR = HandlerStatus.ERROR
 _TIMEOUT = HandlerStatus.TIMEOUT
 _GATED = HandlerStatus.BLOCKED_BY_GATE
 
-
-class _Resume:
-    """Awaitable continuing a coroutine whose first step already ran inline."""
-
-    __slots__ = ("coro", "first")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self.coro = coro
-        self.first = first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, pending = self.coro, self.first
-        while True:
-            try:
-                yield pending
-            except BaseException as exc:  # forwarded into the coroutine
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-                continue
-            # asyncio resumes a suspended coroutine with send(None); do the same.
-            try:
-                pending = coro.send(None)
-            except StopIteration as stop:
-                return stop.value
-
-
-async def _finish(coro: Coroutine[Any, Any, Any], first: Any) -> Any:
-    return await _Resume(coro, first)
+Preset = tuple[Any, BaseException | None, float]
+"""What a handler did before the run took over: (returned value, raised, seconds)."""
 
 
 class SequentialRun:
@@ -85,55 +73,83 @@ class SequentialRun:
     """
 
     __slots__ = (
+        "closing",
         "ctx",
         "decl",
+        "event",
         "first",
         "generation",
+        "hook",
         "next_start",
         "pending",
         "plan",
         "records",
         "reducer",
         "slow",
-        "started",
         "timing",
         "token",
+        "tracker",
     )
 
     pending: Coroutine[Any, Any, int] | None
 
     def __init__(
-        self, decl: HookDecl, plan: Sequence[Handler], reducer: Reducer, ctx: Context, timing: bool
+        self,
+        hook: HookPlan,
+        event: Event,
+        ctx: Context,
+        tracker: Tracker,
+        timing: bool = False,
+        records: list[Record] | None = None,
     ) -> None:
-        # Only what the fast path reads; the rest is set when first needed.
-        self.decl = decl
-        self.plan = plan
-        self.reducer = reducer
+        # Only what the fast path reads; the rest is set when first needed. The reducer
+        # is made when a handler first returns something or fails (see ``outcome``).
+        self.hook = hook
+        self.decl = hook.decl
+        self.plan = hook.handlers
+        self.event = event
+        self.reducer: Reducer | None = None
         self.ctx = ctx
-        self.records: list[tuple[Handler, HandlerStatus, float, str | None]] = []
+        self.tracker = tracker
+        self.records: list[Record] = [] if records is None else records
         self.timing = timing
         self.generation = 0
         self.slow = False
-        self.started = 0.0
+        self.closing = False
 
-    def start(self) -> list[tuple[Handler, HandlerStatus, float, str | None]] | None:
-        """Run the chain inline; the records, or ``None`` when a handler suspended
-        (then :meth:`resume` must be awaited)."""
+    def _reducer(self) -> Reducer:
+        reducer = self.reducer
+        if reducer is None:
+            reducer = self.reducer = self.hook.reducer(self.decl, self.event)
+        return reducer
+
+    def outcome(self) -> HookModel:
+        """The reduced outcome (the shared "nothing happened" one when no handler returned
+        anything or failed)."""
+        if self.reducer is None:
+            return self.hook.untouched(self.event)
+        return self.reducer.finish()
+
+    def start(self, at: int = 0, preset: Preset | None = None) -> list[Record] | None:
+        """Run the chain inline from handler ``at`` (whose outcome ``preset`` already is,
+        when given); the records, or ``None`` when a handler suspended (then :meth:`resume`
+        must be awaited)."""
         var = _HANDLER_CONTEXT
         token = var.set(var.get())
-        chain = self.chain(0, 0)
+        chain = self.chain(at, 0, preset)
         try:
             self.first = chain.send(None)
         except StopIteration:
             var.reset(token)
             return self.records
+        except BaseException:
+            var.reset(token)
+            raise
         self.pending = chain
         self.token = token
         return None
 
-    async def resume(
-        self, tracker: Tracker
-    ) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
+    async def resume(self) -> list[Record]:
         """Continue after a handler suspended: budgets, abandonment, the rest of the plan."""
         plan = self.plan
         n = len(plan)
@@ -141,6 +157,7 @@ class SequentialRun:
         first = self.first
         self.pending = None
         self.next_start = n
+        tracker = self.tracker
         try:
             while True:
                 if chain is None:
@@ -158,7 +175,7 @@ class SequentialRun:
                 i = len(self.records)
                 handler = plan[i]
                 self.slow = True
-                task = asyncio.get_running_loop().create_task(_finish(chain, first))
+                task = asyncio.get_running_loop().create_task(_finish(chain, first, self))
                 chain = None
                 label = f"{handler.plugin_id}:{handler.hook}"
                 try:
@@ -173,33 +190,55 @@ class SequentialRun:
                     continue
                 self.generation += 1
                 tracker.track(task, label)
-                budget_ms = (handler.timeout_s or 0) * 1000
-                if self.fail(i, _TIMEOUT, f"timed out after {budget_ms:.0f} ms"):
+                budget = handler.timeout_s or 0.0
+                if self.fail(i, _TIMEOUT, f"timed out after {budget * 1000:.0f} ms", budget):
                     break
                 self.next_start = i + 1
         finally:
             _HANDLER_CONTEXT.reset(self.token)
         return self.records
 
-    async def chain(self, start: int, gen: int) -> int:
+    async def chain(self, start: int, gen: int, preset: Preset | None = None) -> int:
         """Run handlers from ``start``; return where the dispatcher continues.
 
-        The first branch is the hot path (an ungated ``f(event, ctx)`` handler with no
-        timing); everything else goes through the general branch below it.
+        The first branch is the hot path (an ungated ``f(event, ctx)`` handler returning
+        ``None`` in time); everything else goes through :meth:`_after` or the general
+        branch below it.
         """
         plan = self.plan
         n = len(plan)
         append = self.records.append
-        reducer = self.reducer
-        event = reducer.event
         ctx = self.ctx
         bind = _HANDLER_CONTEXT.set
         clock = time.perf_counter
         coroutine = _CoroutineType
-        untimed = not self.timing
+        timing = self.timing
+        if preset is not None:  # handler ``start`` already ran in the straight loop
+            value, exc, elapsed = preset
+            if exc is not None:
+                where = self._raised(start, gen, exc, elapsed)
+            else:
+                if type(value) is coroutine or asyncio.iscoroutine(value):
+                    started = clock() - elapsed
+                    try:
+                        value = await value
+                    except BaseException as late:
+                        where = self._raised(start, gen, late, clock() - started)
+                        if where is not None:
+                            return where
+                        return await self.chain(start + 1, gen)
+                    elapsed = clock() - started
+                    if gen != self.generation:
+                        return -1
+                where = self._after(start, value, elapsed)
+            if where is not None:
+                return where
+            start += 1
+        event = self.event
+        last = clock()
         for i in range(start, n):
             h = plan[i]
-            if untimed and h.fast:
+            if h.fast:
                 bind(h.context)
                 try:
                     value = h.function(event, ctx)
@@ -207,28 +246,34 @@ class SequentialRun:
                         type(value) is coroutine or asyncio.iscoroutine(value)
                     ):
                         value = await value
-                except (Exception, asyncio.CancelledError) as exc:
-                    outcome = self._raised(i, gen, exc)
-                    if outcome is not None:
-                        return outcome
+                        # Only an awaited handler can have been moved into a task
+                        # (``slow``) or abandoned after a timeout (``generation``).
+                        if self.slow or gen != self.generation:
+                            if gen != self.generation:
+                                return -1  # abandoned: a late result changes nothing
+                            where = self._after(i, value, clock() - last)
+                            return i + 1 if where is None else where
+                except BaseException as exc:
+                    where = self._raised(i, gen, exc, clock() - last)
+                    if where is not None:
+                        return where
+                    last = clock()
                     continue
-                if gen != self.generation:
-                    return -1  # abandoned after a timeout: a late result changes nothing
-                if value is None:
-                    append(h.ok_record)
-                elif self.settle(i, value):
-                    return n
-                else:
-                    event = reducer.event  # pipelines hand the next handler a new event
-                if self.slow:
-                    return i + 1
+                now = clock()
+                elapsed = now - last
+                last = now
+                if value is None and elapsed <= h.budget:
+                    append((h, _OK, elapsed, None) if timing else h.ok_record)
+                    continue
+                where = self._after(i, value, elapsed)
+                if where is not None:
+                    return where
+                event = self.event  # pipelines hand the next handler a new event
                 continue
             if h.gate is not None:
                 append((h, _GATED, 0.0, h.gate))
                 continue
             bind(h.context)
-            if self.timing:
-                self.started = clock()
             try:
                 if h.thread:
                     value = await _start_thread(h, event, ctx)
@@ -236,36 +281,58 @@ class SequentialRun:
                     value = h.call(event, ctx)
                 if value is not None and (type(value) is coroutine or asyncio.iscoroutine(value)):
                     value = await value
-            except (Exception, asyncio.CancelledError) as exc:
-                outcome = self._raised(i, gen, exc)
-                if outcome is not None:
-                    return outcome
+            except BaseException as exc:
+                where = self._raised(i, gen, exc, clock() - last)
+                if where is not None:
+                    return where
+                last = clock()
                 continue
             if gen != self.generation:
                 return -1
-            if value is None:
-                append((h, _OK, clock() - self.started if self.timing else 0.0, None))
-            elif self.settle(i, value):
-                return n
-            else:
-                event = reducer.event
-            if self.slow:
-                return i + 1
+            now = clock()
+            where = self._after(i, value, now - last)
+            last = now
+            if where is not None:
+                return where
+            event = self.event
         return n
 
-    def _raised(self, i: int, gen: int, exc: BaseException) -> int | None:
-        """A handler raised: where the chain goes next (``None``: keep going)."""
-        if gen != self.generation:
-            return -1
-        if isinstance(exc, asyncio.CancelledError) and _cancelled_from_outside():
-            raise exc
-        if self.fail(i, _ERROR, _describe(exc, self.decl.name, self.plan[i].plugin_id)):
+    def _after(self, i: int, value: Any, elapsed: float) -> int | None:
+        """Fold in what handler ``i`` returned after ``elapsed`` seconds; where the chain
+        returns, or ``None`` to go on with the next handler. Past its budget, a handler
+        that ran inline blocked the loop; one that suspended (``slow``) timed out."""
+        h = self.plan[i]
+        if elapsed > h.budget:
+            error = (
+                f"timed out after {h.budget * 1000:.0f} ms"
+                if self.slow
+                else self.tracker.overran(h, elapsed)
+            )
+            stop = self.fail(i, _TIMEOUT, error, elapsed)
+        elif value is None:
+            self.records.append((h, _OK, elapsed, None) if self.timing else h.ok_record)
+            stop = False
+        else:
+            stop = self.settle(i, value, elapsed)
+        if stop:
             return len(self.plan)
         if self.slow:
             return i + 1
         return None
 
-    def settle(self, i: int, value: Any) -> bool:
+    def _raised(self, i: int, gen: int, exc: BaseException, elapsed: float) -> int | None:
+        """A handler raised: where the chain goes next (``None``: keep going)."""
+        if gen != self.generation:
+            return -1
+        if _passes_through(exc, self.closing):
+            raise exc
+        if self.fail(i, _ERROR, _describe(exc, self.decl.name, self.plan[i].plugin_id), elapsed):
+            return len(self.plan)
+        if self.slow:
+            return i + 1
+        return None
+
+    def settle(self, i: int, value: Any, elapsed: float = 0.0) -> bool:
         """Validate and fold in a non-None result; ``True`` when the chain stops."""
         h = self.plan[i]
         model = self.decl.result
@@ -274,20 +341,20 @@ class SequentialRun:
                 value = model.model_validate(value)
             except ValidationError as exc:
                 return self.fail(
-                    i, _ERROR, f"invalid result for {self.decl.name}: {_first_error(exc)}"
+                    i, _ERROR, f"invalid result for {self.decl.name}: {_first_error(exc)}", elapsed
                 )
-        stop = self.reducer.apply(value, h.plugin_id)
-        duration = time.perf_counter() - self.started if self.timing else 0.0
-        self.records.append((h, _OK, duration, None))
+        reducer = self._reducer()
+        stop = reducer.apply(value, h.plugin_id)
+        self.event = reducer.event
+        self.records.append((h, _OK, elapsed if self.timing else 0.0, None))
         if stop:
             _skip_rest(self.plan, i, self.records)
         return stop
 
-    def fail(self, i: int, status: HandlerStatus, error: str) -> bool:
+    def fail(self, i: int, status: HandlerStatus, error: str, elapsed: float = 0.0) -> bool:
         """Record a failed handler and apply the policy; ``True`` when the chain stops."""
         h = self.plan[i]
-        duration = time.perf_counter() - self.started if self.timing else 0.0
-        self.records.append((h, status, duration, error))
+        self.records.append((h, status, elapsed if self.timing else 0.0, error))
         log.warning(
             "hook %s: plugin %s failed (%s); policy %s",
             self.decl.name,
@@ -297,35 +364,16 @@ class SequentialRun:
         )
         if self.decl.failure is not FailurePolicy.FAIL_CLOSED:
             return False
-        self.reducer.fail_closed(h.plugin_id, f"plugin {h.plugin_id!r} failed: {error}")
+        self._reducer().fail_closed(h.plugin_id, f"plugin {h.plugin_id!r} failed: {error}")
         _skip_rest(self.plan, i, self.records)
         return True
 
 
-async def run_sequential(
-    decl: HookDecl,
-    plan: Sequence[Handler],
-    reducer: Reducer,
-    ctx: Context,
-    tracker: Tracker,
-    timing: bool = False,
-) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
-    """Run ``plan`` one handler after another, folding results into ``reducer``.
-
-    ``timing`` measures each handler's duration (reports show 0.0 otherwise).
-    """
-    run = SequentialRun(decl, plan, reducer, ctx, timing)
-    records = run.start()
-    if records is None:
-        records = await run.resume(tracker)
-    return records
-
-
 def run_sync(
     decl: HookDecl, plan: Sequence[Handler], reducer: Reducer, ctx: Context
-) -> list[tuple[Handler, HandlerStatus, float, str | None]]:
+) -> list[Record]:
     """Run a synchronous pipeline hook; async handlers are ignored (warned at registration)."""
-    records: list[tuple[Handler, HandlerStatus, float, str | None]] = []
+    records: list[Record] = []
     result_model = decl.result
     clock = time.perf_counter
     var = _HANDLER_CONTEXT
@@ -349,7 +397,9 @@ def run_sync(
                     raise TypeError("returned a coroutine on a synchronous hook")
                 if value is not None and result_model is not None:
                     value = result_model.model_validate(value)
-            except Exception as exc:
+            except BaseException as exc:
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
                 error = (
                     f"invalid result for {decl.name}: {_first_error(exc)}"
                     if isinstance(exc, ValidationError)

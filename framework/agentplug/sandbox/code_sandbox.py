@@ -21,9 +21,10 @@ signals), and watches its resident memory. Layers the machine cannot provide are
 by :meth:`CodeSandbox.isolation` and logged as warnings; ``strict=True`` refuses to run
 without the network, filesystem and seccomp layers.
 
-Warm starts: a background *spawner* thread keeps ``pool_size`` ready (already hardened,
-idle) workers per language that has been used, so a warm run only pays for IPC. Workers
-are single-use: no state survives between runs.
+Warm starts: background *spawner* threads keep ``pool_size`` ready (already hardened,
+idle) workers per language that has been used, so a warm run only pays for IPC, and
+refill the pool ``parallel`` workers at a time, so a burst that drains it is back at warm
+speed quickly. Workers are single-use: no state survives between runs.
 
 The host side is split by job: :mod:`agentplug.sandbox.process` (one worker process),
 :mod:`agentplug.sandbox.spawner` (the spawner thread and the pool of ready workers) and
@@ -67,12 +68,18 @@ class CodeSandbox:
     :meth:`close` when done; closing kills idle and running workers.
     """
 
-    def __init__(self, *, pool_size: int = 1, strict: bool = False) -> None:
-        """``pool_size`` ready workers are kept per language once it has been used;
+    def __init__(
+        self, *, pool_size: int = 1, strict: bool = False, parallel: int | None = None
+    ) -> None:
+        """``pool_size`` ready workers are kept per language once it has been used and
+        ``parallel`` of them start at a time (default: up to 4, never more than the pool);
         ``strict`` refuses to run when an essential isolation layer is unavailable."""
         if pool_size < 0:
             raise ValueError("pool_size must be >= 0")
+        if parallel is not None and parallel < 1:
+            raise ValueError("parallel must be >= 1")
         self._pool_size = pool_size
+        self._parallel = parallel if parallel is not None else max(1, min(pool_size, 4))
         self._strict = strict
         self._spawner: _Spawner | None = None
         self._active: set[_Worker] = set()
@@ -111,7 +118,7 @@ class CodeSandbox:
         if self._closed:
             raise SandboxUnavailableError("the sandbox is closed")
         if self._spawner is None:
-            self._spawner = _Spawner(self._pool_size)
+            self._spawner = _Spawner(self._pool_size, self._parallel)
         return self._spawner
 
     async def prewarm(self, *languages: Language, wait: bool = False) -> None:
@@ -123,6 +130,25 @@ class CodeSandbox:
             loop = asyncio.get_running_loop()
             for lang in langs:
                 await loop.run_in_executor(None, spawner.wait_warm, lang, _READY_TIMEOUT_S)
+
+    @property
+    def pool_size(self) -> int:
+        """Ready workers kept per language."""
+        return self._pool_size
+
+    @property
+    def parallel(self) -> int:
+        """Workers started at the same time when the pool refills."""
+        return self._parallel
+
+    def ready(self, language: Language = "python") -> int:
+        """Ready (idle, hardened) workers of ``language`` right now."""
+        return 0 if self._spawner is None else self._spawner.ready_count(language)
+
+    @property
+    def peak_parallel_starts(self) -> int:
+        """The most workers seen starting at the same time so far (pool refills)."""
+        return 0 if self._spawner is None else self._spawner.peak_starting
 
     def isolation(self, language: Language = "python") -> dict[str, list[str]]:
         """Isolation layers of the last worker seen for ``language``: ``active`` and
@@ -199,7 +225,13 @@ class CodeSandbox:
             return SandboxResult(
                 ok=False, error=f"params too large (max {_MAX_PARAMS_CHARS} chars in total)"
             )
-        worker = await self._acquire(language)
+        spawner = self._ensure_spawner()
+        spawner.run_started()
+        try:
+            worker = await self._acquire(language)
+        except BaseException:
+            spawner.run_ended()
+            raise
         with self._lock:
             self._active.add(worker)
         try:
@@ -209,6 +241,7 @@ class CodeSandbox:
         finally:
             with self._lock:
                 self._active.discard(worker)
+            spawner.run_ended()
             # Single use: kill now (synchronously, so nothing of this run survives the
             # call); reaping and removing the directory happen off the critical path.
             worker.kill()

@@ -1,4 +1,11 @@
-"""The spawner thread that starts workers on demand and keeps a pool of ready ones."""
+"""The spawner threads that start workers on demand and keep a pool of ready ones.
+
+Starting a hardened worker takes a fresh interpreter (about a hundred milliseconds of CPU),
+so a burst that empties the pool would otherwise run at cold-start speed: ``parallel``
+threads start workers at the same time, on-demand requests first, then pool refills. Each
+thread lives as long as the spawner, because a worker's parent-death signal is tied to the
+thread that forked it.
+"""
 
 from __future__ import annotations
 
@@ -15,25 +22,41 @@ from agentplug.sandbox.process import _spawn_ready, _Worker
 _log = logging.getLogger("agentplug.sandbox.code_sandbox")
 
 
-class _Spawner:
-    """Long-lived thread that starts workers: on demand first, then pool refills."""
+# A refill waits while runs are in flight (starting an interpreter costs a burst's runs
+# their CPU), but never longer than this after it became due.
+_REFILL_DEFER_S = 0.25
 
-    def __init__(self, pool_size: int) -> None:
+
+class _Spawner:
+    """Long-lived threads that start workers: on demand first, then pool refills."""
+
+    def __init__(self, pool_size: int, parallel: int = 1) -> None:
         self._pool_size = pool_size
+        self._busy = 0
+        """Runs in flight (see :meth:`run_started`); refills yield to them for a moment."""
+        self._due: float | None = None
+        """When the pool first fell short of its size (``None``: it is full)."""
         self._cond = threading.Condition()
         self._ready: dict[Language, collections.deque[_Worker]] = {
             "python": collections.deque(),
             "javascript": collections.deque(),
         }
+        self._starting: dict[Language, int] = {"python": 0, "javascript": 0}
+        """Refills in progress, per language (so that threads do not overfill the pool)."""
+        self.peak_starting = 0
+        """The most refills seen in progress at once (how parallel the refill really was)."""
         self._wanted: set[Language] = set()
         self._requests: collections.deque[tuple[Language, concurrent.futures.Future[_Worker]]] = (
             collections.deque()
         )
         self._closed = False
-        self._thread = threading.Thread(
-            target=self._main, name="agentplug-sandbox-spawner", daemon=True
-        )
-        self._thread.start()
+        self._running = max(1, parallel)
+        self._threads = [
+            threading.Thread(target=self._main, name=f"agentplug-sandbox-spawner-{n}", daemon=True)
+            for n in range(self._running)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def acquire(self, language: Language) -> _Worker | concurrent.futures.Future[_Worker]:
         """A ready worker, or a future that the spawner thread will complete."""
@@ -53,6 +76,23 @@ class _Spawner:
             self._requests.append((language, fut))
             self._cond.notify_all()
             return fut
+
+    def run_started(self) -> None:
+        """A run took a worker: refills wait until runs end (bounded)."""
+        with self._cond:
+            self._busy += 1
+
+    def run_ended(self) -> None:
+        """A run ended: refills may go on once no run is in flight."""
+        with self._cond:
+            self._busy -= 1
+            if not self._busy:
+                self._cond.notify_all()
+
+    def ready_count(self, language: Language) -> int:
+        """Ready workers of ``language``."""
+        with self._cond:
+            return len(self._ready[language])
 
     def prewarm(self, languages: tuple[Language, ...]) -> None:
         """Start keeping ready workers for ``languages``."""
@@ -83,10 +123,26 @@ class _Spawner:
                 if self._requests:
                     lang, fut = self._requests.popleft()
                     return lang, fut
-                for lang in sorted(self._wanted):
-                    if len(self._ready[lang]) < self._pool_size:
-                        return lang, None
-                self._cond.wait()
+                short = [
+                    lang
+                    for lang in sorted(self._wanted)
+                    if len(self._ready[lang]) + self._starting[lang] < self._pool_size
+                ]
+                if not short:
+                    self._due = None
+                    self._cond.wait()
+                    continue
+                now = time.monotonic()
+                if self._due is None:
+                    self._due = now
+                wait = self._due + _REFILL_DEFER_S - now
+                if self._busy and wait > 0:
+                    self._cond.wait(wait)  # a run ending (or the deadline) wakes us
+                    continue
+                lang = short[0]
+                self._starting[lang] += 1
+                self.peak_starting = max(self.peak_starting, sum(self._starting.values()))
+                return lang, None
 
     def _main(self) -> None:
         while True:
@@ -105,18 +161,24 @@ class _Spawner:
                     # Do not spin on a broken runtime: stop refilling until next use.
                     _log.warning("sandbox pool refill for %s failed: %s", language, exc)
                     with self._cond:
+                        self._starting[language] -= 1
                         self._wanted.discard(language)
                 continue
             if fut is not None:
                 fut.set_result(worker)
                 continue
             with self._cond:
+                self._starting[language] -= 1
                 if not self._closed:
                     self._ready[language].append(worker)
                     self._cond.notify_all()
                     continue
             worker.destroy()
-        self._drain()
+        with self._cond:
+            self._running -= 1
+            last = self._running == 0
+        if last:
+            self._drain()
 
     def _drain(self) -> None:
         with self._cond:
@@ -132,9 +194,10 @@ class _Spawner:
                 fut.set_exception(SandboxUnavailableError("the sandbox is closed"))
 
     def close(self) -> None:
-        """Stop the thread and destroy idle workers (the thread drains on exit)."""
+        """Stop the threads and destroy idle workers (the last thread drains on exit)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout=30)
+        for thread in self._threads:
+            if threading.current_thread() is not thread:
+                thread.join(timeout=30)

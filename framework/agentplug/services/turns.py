@@ -21,11 +21,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentplug_hookspecs import Context
+from agentplug_hookspecs import TRUST_MARKERS, Context
 from agentplug_hookspecs.agent import AgentFinalizeOutcome, AgentRunEvent, AgentRunOutcome
 from agentplug_hookspecs.common import AgentContext, MessageContext
 from agentplug_hookspecs.messages import (
-    TRUST_MARKERS,
     MessageSendingEvent,
     MessageSendingOutcome,
     ReplyPayloadOutcome,

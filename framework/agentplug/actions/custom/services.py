@@ -67,6 +67,14 @@ class CustomActionServices:
     sandbox_budget: SandboxBudget | None = None
     """The bound on the memory of the ``code`` runs in progress together (``None``: the
     ``code`` back-end is not the default one)."""
+    sandbox: CodeSandbox | None = None
+    """The long-lived sandbox ``code`` runs in when these back-ends own one (see
+    :meth:`default`'s ``code_pool_size``); closed by :meth:`close`."""
+
+    def close(self) -> None:
+        """Close the sandbox these back-ends own (kills its idle and running workers)."""
+        if self.sandbox is not None:
+            self.sandbox.close()
 
     @classmethod
     def default(
@@ -78,6 +86,8 @@ class CustomActionServices:
         terminal: TerminalService | None = None,
         sandbox: CodeSandbox | None = None,
         sandbox_budget: SandboxBudget | None = None,
+        code_pool_size: int | None = None,
+        code_parallel: int | None = None,
     ) -> CustomActionServices:
         """The real back-ends.
 
@@ -87,11 +97,16 @@ class CustomActionServices:
         itself defaulting to the current directory) with ``shell_timeout_s``. ``code`` runs in
         ``sandbox`` (default: a fresh :class:`~agentplug.sandbox.CodeSandbox` per run, closed
         afterwards; pass a long-lived one to reuse warm workers) and its ``fetch`` goes
-        through the same SSRF policy. Every ``code`` run first reserves
-        :data:`CODE_RUN_MEMORY_MB` in ``sandbox_budget`` (default: a new
+        through the same SSRF policy. With ``code_pool_size`` (and no ``sandbox``) the
+        back-ends own one long-lived sandbox keeping that many warm workers, refilled
+        ``code_parallel`` at a time; :meth:`close` closes it. Every ``code`` run first
+        reserves :data:`CODE_RUN_MEMORY_MB` in ``sandbox_budget`` (default: a new
         :class:`~agentplug.sandbox.SandboxBudget` shared by the runs of these services)
         and waits while the runs in progress hold all of it.
         """
+        owned = None
+        if sandbox is None and code_pool_size is not None:
+            owned = sandbox = CodeSandbox(pool_size=code_pool_size, parallel=code_parallel)
         policy = ssrf_policy or SSRFPolicy()
         cwd = Path(shell_cwd) if shell_cwd is not None else Path.cwd()
         fetch = guarded_fetch_for_code(policy)
@@ -124,7 +139,7 @@ class CustomActionServices:
                         defn, params, sandbox=box, fetch=fetch, memory_mb=CODE_RUN_MEMORY_MB
                     )
 
-        return cls(http=http, shell=shell, code=code, sandbox_budget=budget)
+        return cls(http=http, shell=shell, code=code, sandbox_budget=budget, sandbox=owned)
 
 
 def guarded_fetch_for_code(policy: SSRFPolicy) -> FetchCallable:
