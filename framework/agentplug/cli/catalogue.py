@@ -116,13 +116,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     problems: list[str] = []
     notes: list[str] = []
     source = locate_config(args.config)
-    print(source.describe())
     try:
         config = load_config(source.path) if source.path is not None else AgentplugConfig()
-    except ConfigError as exc:
+    except ConfigError as exc:  # the problem names the file: one line, not two
         print(f"PROBLEM: {one_line(exc)}")
         print("doctor: 1 problem(s)")
         return EXIT_FAILED
+    print(source.describe())
     known_top = set(AgentplugConfig.model_fields) | {
         f.alias for f in AgentplugConfig.model_fields.values() if f.alias
     }

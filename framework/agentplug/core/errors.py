@@ -64,7 +64,7 @@ def one_line(exc: BaseException) -> str:
     """The error as one line (for command-line tools): a report with ``issues`` (a config
     or scenario error) as its headline followed by every ``key: problem``, joined by ``;``."""
     issues = getattr(exc, "issues", None)
-    if isinstance(issues, list):
+    if isinstance(issues, list) and "\n" in str(exc):  # else the message is one line already
         headline = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
         parts = [f"{key}: {problem}" for key, problem in issues]
         return " ".join(f"{headline}: {'; '.join(parts)}".split()) if parts else headline
