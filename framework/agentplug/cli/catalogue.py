@@ -15,6 +15,7 @@ from agentplug.core.config import AgentplugConfig, load_config
 from agentplug.core.config_lookup import CONFIG_HELP, locate_config
 from agentplug.core.errors import ConfigError
 from agentplug.core.host import PluginHost
+from agentplug.core.overruns import overrun_notes
 
 __all__ = ["add_catalogue_commands", "cmd_doctor", "cmd_hooks", "cmd_plugins", "plugin_rows"]
 
@@ -66,7 +67,9 @@ def plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
                             "gate": h.gate,
                         }
                     )
-        rows.append({**record.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks})
+        row = {**record.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks}
+        row["warnings"] = row["warnings"] + overrun_notes(record.plugin_id)
+        rows.append(row)
     rows += [r.model_dump(mode="json") for r in host.failed_plugins]
     return rows
 
@@ -149,6 +152,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             notes.append(f"plugins.entries.{pid}: configured but no such plugin is installed")
     for record in host.plugins:
         notes += [f"{record.plugin_id}: {w}" for w in record.warnings]
+        notes += [f"{record.plugin_id}: warning: {w}" for w in overrun_notes(record.plugin_id)]
     print(f"hooks declared: {len(host.declarations)}; plugins loaded: {len(host.plugins)}")
     for n in notes:
         print(f"note: {n}")

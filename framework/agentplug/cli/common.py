@@ -16,11 +16,13 @@ import difflib
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from agentplug.core.config import AgentplugConfig
-from agentplug.core.config_lookup import ConfigSource, resolve_config
 from agentplug.core.errors import one_line
+
+if TYPE_CHECKING:  # config models load when a command reads its config, not for --help
+    from agentplug.core.config import AgentplugConfig
+    from agentplug.core.config_lookup import ConfigSource
 
 __all__ = [
     "EXIT_FAILED",
@@ -110,6 +112,8 @@ def error_line(args: argparse.Namespace | str, message: str) -> str:
 def command_config(args: argparse.Namespace) -> tuple[AgentplugConfig, ConfigSource]:
     """The command's config through the one lookup (``--config``, ``$AGENTPLUG_CONFIG``,
     ``./agentplug.{toml,yaml,json}``, none); ``-v`` says which file on stderr."""
+    from agentplug.core.config_lookup import resolve_config
+
     return resolve_config(getattr(args, "config", None), verbose=verbose(args))
 
 

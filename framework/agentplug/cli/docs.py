@@ -137,14 +137,9 @@ def cmd_docs_hooks(args: argparse.Namespace) -> int:
 
 
 def cmd_docs_cli(args: argparse.Namespace) -> int:
-    """The command-line reference (``docs/cli.md``) of every command.
-
-    The parser that parsed ``args`` holds only the command group that ran (the others
-    load lazily), so the reference is rendered from the complete tree.
-    """
-    from agentplug.cli.main import build_parser
-
-    parser = build_parser()
+    """The command-line reference (``docs/cli.md``) of the parser that parsed ``args``
+    (complete: ``docs`` loads every command group)."""
+    parser: argparse.ArgumentParser = args.parser
     return _write_or_check(args, lambda: render_cli_reference(parser), "agentplug docs cli")
 
 

@@ -40,11 +40,24 @@ _EPILOG = (
 )
 
 
-# Command groups living in heavier layers (actions, the agent runner, the control API, the
-# plugin manager): ``agentplug --help`` lists them from this table, and a group's module is
-# imported only when its command runs (``tests/test_startup.py`` checks that each summary
-# matches what the module registers).
+# Every command group is imported only when its command runs: ``agentplug --help`` lists
+# the commands from this table (name -> summary, the function that registers the group), so
+# it loads no pydantic model, host or layer above the core. ``tests/test_startup.py`` checks
+# that each summary matches what the group registers. Names sharing a function are one group.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "run": (
+        "replay a scenario through real plugins and check its expectations",
+        "agentplug.cli.run:add_run_command",
+    ),
+    "hooks": ("list every declared hook", "agentplug.cli.catalogue:add_catalogue_commands"),
+    "plugins": (
+        "list discovered plugins and their handlers",
+        "agentplug.cli.catalogue:add_catalogue_commands",
+    ),
+    "doctor": ("validate config and plugins", "agentplug.cli.catalogue:add_catalogue_commands"),
+    "config": ("operator config tools", "agentplug.cli.docs:add_docs_commands"),
+    "docs": ("documentation generators", "agentplug.cli.docs:add_docs_commands"),
+    "dev": ("maintainer tools", "agentplug.cli.docs:add_docs_commands"),
     "actions": (
         "list every action, test a custom one, run the action flow",
         "agentplug.cli.actions:add_actions_commands",
@@ -70,6 +83,8 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "agentplug.plugins.supervisor:add_supervisor_command",
     ),
 }
+# Commands that need the whole tree (``docs cli`` renders every command).
+_NEEDS_EVERY_GROUP = frozenset({"docs"})
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -80,23 +95,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ``--help`` with their summary.
     """
     from agentplug import __version__
-    from agentplug.cli.catalogue import add_catalogue_commands
-    from agentplug.cli.docs import add_docs_commands
-    from agentplug.cli.run import add_run_command
 
     parser = AgentplugArgumentParser(prog="agentplug", description=_DESCRIPTION, epilog=_EPILOG)
     parser.add_argument("--version", action="version", version=f"agentplug {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_run_command(sub)
-    add_catalogue_commands(sub)
-    add_docs_commands(sub)
     wanted = None if argv is None else _command_named(argv)
+    complete = argv is None or wanted in _NEEDS_EVERY_GROUP
+    wanted_target = LAZY_COMMANDS[wanted][1] if wanted in LAZY_COMMANDS else None
+    registered: set[str] = set()
     for name, (summary, target) in LAZY_COMMANDS.items():
-        if argv is not None and name != wanted:
+        if target in registered:
+            continue  # registered with the other commands of its group
+        if not complete and target != wanted_target:
             sub.add_parser(name, help=summary)  # completed when the command itself runs
             continue
         module, function = target.split(":")
         getattr(importlib.import_module(module), function)(sub)
+        registered.add(target)
     add_verbose_options(parser)
     parser.set_defaults(parser=parser)  # `agentplug docs cli` renders this very tree
     return parser

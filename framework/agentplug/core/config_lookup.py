@@ -20,9 +20,10 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Literal, TextIO
 
-from agentplug.core.config import AgentplugConfig, load_config
+if TYPE_CHECKING:  # the config models load when a config is read, not at import
+    from agentplug.core.config import AgentplugConfig
 
 __all__ = [
     "CONFIG_ENV",
@@ -105,6 +106,8 @@ def top_level_typos(config: AgentplugConfig) -> list[str]:
     Unknown top-level keys are kept for the host (a shared file); only near misses of a
     known section (``runtim``, ``plugin``) are worth a word.
     """
+    from agentplug.core.config import AgentplugConfig
+
     known = sorted(
         {name for name in AgentplugConfig.model_fields}
         | {f.alias for f in AgentplugConfig.model_fields.values() if f.alias}
@@ -131,6 +134,8 @@ def resolve_config(
     :class:`~agentplug.core.errors.ConfigError` (naming the file) for a file that is
     missing or invalid.
     """
+    from agentplug.core.config import AgentplugConfig, load_config
+
     out = stream if stream is not None else sys.stderr
     source = locate_config(explicit)
     if verbose:

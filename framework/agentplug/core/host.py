@@ -45,6 +45,7 @@ from agentplug.core.registration import (
     OnHandler,
     default_id,
     display_metadata,
+    has_async_handler,
     has_hookimpls,
     positional_wrapper,
     register_callable,
@@ -446,15 +447,8 @@ class PluginHost(HookDispatcher):
         # The original exception, for tools that show the traceback (``agentplug -v``).
         error.__cause__ = exc.__cause__ if isinstance(exc, PluginLoadError) else exc
         self.load_errors.append(error)
-        self.failed_plugins.append(
-            PluginRecord(
-                plugin_id=plugin_id,
-                bundled=False,
-                distribution=distribution,
-                version=version,
-                error=cause,
-            )
-        )
+        failed = {"distribution": distribution, "version": version, "error": cause}
+        self.failed_plugins.append(PluginRecord(plugin_id=plugin_id, bundled=False, **failed))
         log.error("%s (the other plugins still load)", error)
 
     def unregister(self, plugin_id: str) -> None:
@@ -539,19 +533,15 @@ class PluginHost(HookDispatcher):
             )
         if gate is not None:
             self._warn_once(record, "gate:" + hook, gate, category=None)
-        if decl.kind is HookKind.SYNC:
-            for impl in getattr(self._pm.hook, hook).get_hookimpls():
-                owner = self._owners[impl.plugin_name]
-                if owner.plugin_id == record.plugin_id and (
-                    owner.is_async or inspect.iscoroutinefunction(impl.function)
-                ):
-                    self._warn_once(
-                        record,
-                        "async:" + hook,
-                        f"plugin {record.plugin_id!r}: hook {hook!r} is synchronous; the "
-                        "async handler is ignored (make it a plain function)",
-                        category=None,
-                    )
+        relay = getattr(self._pm.hook, hook)
+        if decl.kind is HookKind.SYNC and has_async_handler(relay, self._owners, record.plugin_id):
+            self._warn_once(
+                record,
+                "async:" + hook,
+                f"plugin {record.plugin_id!r}: hook {hook!r} is synchronous; the "
+                "async handler is ignored (make it a plain function)",
+                category=None,
+            )
 
     # -- plans ------------------------------------------------------------------------
 

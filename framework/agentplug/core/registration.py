@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pluggy
 from agentplug_hookspecs import PROJECT_NAME
+
+from agentplug.core.records import HandlerOwner
 
 __all__ = [
     "HookRelayManager",
@@ -122,3 +124,15 @@ def signature_message(text: str) -> str:
         f"{text.strip()} - hook implementations take a subset of the hookspec's arguments "
         "(`event`, `ctx`)"
     )
+
+
+def has_async_handler(relay: Any, owners: Mapping[str, HandlerOwner], plugin_id: str) -> bool:
+    """Whether ``plugin_id`` put an ``async`` handler on the pluggy hook ``relay`` (a
+    synchronous hook ignores it)."""
+    for impl in relay.get_hookimpls():
+        owner = owners[impl.plugin_name]
+        if owner.plugin_id == plugin_id and (
+            owner.is_async or inspect.iscoroutinefunction(impl.function)
+        ):
+            return True
+    return False

@@ -408,6 +408,10 @@ def main() -> None:
     except MemoryError:
         _frame_out({"t": "result", "ok": False, "error": "MemoryError: memory limit exceeded"})
     except BaseException as exc:
+        if type(exc).__name__ == "JSOOMException":  # V8 stopped at the isolate's heap limit
+            error = "JSOOMException: out of memory (the JavaScript heap limit was reached)"
+            _frame_out({"t": "result", "ok": False, "error": error})
+            os._exit(0)
         message, _ = _truncate(f"{type(exc).__name__}: {exc}", 4096)
         _frame_out({"t": "result", "ok": False, "error": message})
     os._exit(0)
