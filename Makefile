@@ -13,7 +13,7 @@ $(PY):
 	$(PIP) install --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml $(EXAMPLES)
-	$(PIP) install -e '.[test,js,otel,api]'
+	$(PIP) install -e '.[test,js,otel,api,mcp,pydantic-ai,langchain]'
 	@for p in $(dir $(EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(STAMP)
 
