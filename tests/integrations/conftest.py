@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 UPSTREAM = Path(__file__).with_name("mcp_upstream.py")
+MCP_MISSING = "the MCP tests need the 'mcp' extra: pip install 'agentplug[mcp]'"
 
 
 class UpstreamLog:

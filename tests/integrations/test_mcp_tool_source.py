@@ -22,9 +22,8 @@ from agentplug.agent.mcp import McpError, McpServerConfig
 from agentplug.core.errors import ConfigError
 from agentplug_hookspecs.tools import ToolCallResult
 
-from tests.integrations.conftest import UPSTREAM, UpstreamLog
+from tests.integrations.conftest import MCP_MISSING, UPSTREAM, UpstreamLog
 
-MCP_MISSING = "the MCP tests need the 'mcp' extra: pip install 'agentplug[mcp]'"
 pytest.importorskip("mcp", reason=MCP_MISSING)
 
 

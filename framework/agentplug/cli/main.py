@@ -337,12 +337,14 @@ def build_parser() -> argparse.ArgumentParser:
     from agentplug.cli.actions import add_actions_commands
     from agentplug.cli.approvals import add_approvals_commands
     from agentplug.cli.chat import add_chat_command
+    from agentplug.cli.mcp_proxy import add_mcp_proxy_command
     from agentplug.plugins.manager import add_plugin_management_commands
     from agentplug.plugins.supervisor import add_supervisor_command
 
     add_actions_commands(sub)
     add_approvals_commands(sub)
     add_chat_command(sub)
+    add_mcp_proxy_command(sub)
     add_serve_command(sub)
     add_plugin_management_commands(sub)
     add_supervisor_command(sub)
