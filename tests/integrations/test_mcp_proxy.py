@@ -228,3 +228,42 @@ def test_an_approval_denied_through_the_control_api_never_reaches_upstream(
     assert result.is_error
     assert "denied" in _text(result)
     assert upstream_log.calls() == []
+
+
+async def _cli(*args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentplug.cli",
+        "approvals",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return int(proc.returncode or 0), out.decode()
+
+
+def test_an_approval_answered_from_the_cli_with_allow_always_grants_the_next_call(
+    proxy: Proxy, tmp_path: Path, upstream_log: UpstreamLog
+) -> None:
+    api = ["--api", proxy.api, "--token-file", str(tmp_path / "token")]
+
+    async def body(client: Any) -> tuple[Any, Any, str]:
+        first = asyncio.ensure_future(client.call_tool("web_search", {"query": "one"}))
+        for _ in range(600):
+            code, listing = await _cli("pending", "--json", *api)
+            assert code == 0, listing
+            pending = json.loads(listing)
+            if pending:
+                break
+            await asyncio.sleep(0.1)
+        code, answer = await _cli("resolve", pending[0]["id"], "allow-always", *api)
+        assert code == 0, answer
+        second = await client.call_tool("web_search", {"query": "two"})  # the grant answers
+        return await first, second, answer
+
+    first, second, answer = proxy.session(body)
+    assert "allow-always" in answer
+    assert not first.is_error and not second.is_error
+    assert [c["arguments"]["query"] for c in upstream_log.calls()] == ["one", "two"]
