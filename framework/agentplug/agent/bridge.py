@@ -70,6 +70,11 @@ class BridgedCall:
     """The parameters the tool ran with (after rewrites)."""
     decision: ToolCallDecision | None = None
     """The gate's decision (``None`` when the call never reached it)."""
+    value: Any = None
+    """What the tool itself returned (``None`` when it did not run)."""
+    rewritten: bool = False
+    """``tool_result_persist`` / ``before_message_write`` changed or withheld the result:
+    hand back ``output``, not ``value``."""
 
     @property
     def reason(self) -> str:
@@ -137,10 +142,11 @@ class GateBridge:
         started = time.perf_counter()
         decision = await self.gate.check(event, ctx)
         ran = dict(decision.params)
+        returned: list[Any] = []
         if not decision.allowed:
             output = ToolOutput(f"tool call blocked: {decision.reason}", is_error=True)
         else:
-            output = await self._run(tool_name, run, ran)
+            output = await self._run(tool_name, run, ran, returned)
         await self.host.dispatch(
             "after_tool_call",
             {
@@ -154,14 +160,24 @@ class GateBridge:
             },
             ctx,
         )
-        output = self._persist(tool_name, ids, ctx, output)
-        return BridgedCall(decision.allowed, output, ran, decision)
+        persisted = self._persist(tool_name, ids, ctx, output)
+        return BridgedCall(
+            decision.allowed,
+            persisted,
+            ran,
+            decision,
+            returned[0] if returned else None,
+            persisted.content != output.content,
+        )
 
-    async def _run(self, tool_name: str, run: RunTool, params: dict[str, Any]) -> ToolOutput:
+    async def _run(
+        self, tool_name: str, run: RunTool, params: dict[str, Any], returned: list[Any]
+    ) -> ToolOutput:
         try:
             value = run(params)
             if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
                 value = await value
+            returned.append(value)
         except Exception as exc:  # a failing tool is an error result, not a crash
             log.warning("tool %s raised %s", tool_name, type(exc).__name__)
             return ToolOutput(
