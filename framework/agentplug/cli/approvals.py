@@ -115,7 +115,7 @@ def add_approvals_commands(subparsers: Any) -> argparse.ArgumentParser:
     p_revoke.set_defaults(func=cmd_revoke)
     from agentplug.cli.approvals_remote import add_remote_commands
 
-    add_remote_commands(sub, _add_state_dir)
+    add_remote_commands(sub, _add_state_dir, state_dir)
     return parser
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,11 @@ TOKEN_ENV = "AGENTPLUG_API_TOKEN"
 
 
 def _token(args: argparse.Namespace) -> str | None:
-    from agentplug.cli.approvals import state_dir
-
     if args.token_file:
         return Path(args.token_file).read_text(encoding="utf-8").strip()
     if os.environ.get(TOKEN_ENV):
         return os.environ[TOKEN_ENV].strip()
-    path = state_dir(args.state_dir) / "api-token"
+    path = args.resolve_state_dir(args.state_dir) / "api-token"
     return path.read_text(encoding="utf-8").strip() if path.exists() else None
 
 
@@ -82,8 +81,11 @@ def cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_remote_commands(sub: Any, add_state_dir: Any) -> None:
-    """Add ``pending`` and ``resolve`` to the ``approvals`` subparsers."""
+def add_remote_commands(
+    sub: Any, add_state_dir: Callable[[Any], None], state_dir: Callable[[str | None], Path]
+) -> None:
+    """Add ``pending`` and ``resolve`` to the ``approvals`` subparsers (``state_dir``
+    resolves ``--state-dir`` as the other ``approvals`` commands do)."""
     for name, helptext in (
         ("pending", "list the approvals a running host awaits (through its control API)"),
         ("resolve", "answer a pending approval (allow-once, allow-always or deny)"),
@@ -99,3 +101,4 @@ def add_remote_commands(sub: Any, add_state_dir: Any) -> None:
         p.add_argument("--api", required=True, metavar="URL", help="http://127.0.0.1:PORT")
         p.add_argument("--token-file", metavar="FILE", help=f"bearer token (else ${TOKEN_ENV})")
         add_state_dir(p)
+        p.set_defaults(resolve_state_dir=state_dir)
