@@ -109,6 +109,10 @@ _LAZY = {
     "ScriptedProvider": "agentplug.agent",
     "OpenAIProvider": "agentplug.agent",
     "ReplyDispatcher": "agentplug.services.replies",
+    "GateBridge": "agentplug.agent.bridge",
+    "CallIds": "agentplug.agent.bridge",
+    "McpServerConfig": "agentplug.agent.mcp",
+    "McpToolSource": "agentplug.agent.mcp",
 }
 
 if TYPE_CHECKING:
@@ -138,6 +142,8 @@ if TYPE_CHECKING:
         ToolRegistry,
         TurnResult,
     )
+    from agentplug.agent.bridge import CallIds, GateBridge
+    from agentplug.agent.mcp import McpServerConfig, McpToolSource
     from agentplug.core.config import AgentplugConfig, ConfigFileError, load_config
     from agentplug.core.datafiles import DataFileError, read_data_file
     from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
@@ -173,6 +179,7 @@ __all__ = [
     "AgentplugConfig",
     "AgentplugError",
     "ApprovalBroker",
+    "CallIds",
     "ConfigError",
     "ConfigFileError",
     "Context",
@@ -184,6 +191,7 @@ __all__ = [
     "Event",
     "FailurePolicy",
     "FlowResult",
+    "GateBridge",
     "HandlerOptions",
     "HandlerReport",
     "HandlerStatus",
@@ -191,6 +199,8 @@ __all__ = [
     "HookKind",
     "HookSignatureError",
     "InboundMessage",
+    "McpServerConfig",
+    "McpToolSource",
     "MemoryStore",
     "Message",
     "ModelProvider",
