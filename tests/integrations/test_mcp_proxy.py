@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -267,3 +268,29 @@ def test_an_approval_answered_from_the_cli_with_allow_always_grants_the_next_cal
     assert "allow-always" in answer
     assert not first.is_error and not second.is_error
     assert [c["arguments"]["query"] for c in upstream_log.calls()] == ["one", "two"]
+
+
+def _proxy_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", "mcp-proxy", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_proxy_refuses_to_serve_its_api_beyond_loopback(tmp_path: Path) -> None:
+    done = _proxy_cli(tmp_path, "--api-port", "0", "--api-host", "0.0.0.0")
+    assert done.returncode == 2
+    assert "refusing to bind the control API to '0.0.0.0'" in done.stderr
+    assert done.stdout == ""  # stdout is the MCP channel
+
+
+def test_the_proxy_without_upstream_servers_says_which_key_to_set(tmp_path: Path) -> None:
+    (tmp_path / "empty.json").write_text("{}")
+    done = _proxy_cli(tmp_path, "--config", "empty.json", "--no-plugins")
+    assert done.returncode == 2
+    assert "agent.tools.mcp_servers" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

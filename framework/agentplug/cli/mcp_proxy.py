@@ -210,7 +210,7 @@ async def _serve_api(host: PluginHost, args: argparse.Namespace, state_dir: Path
 async def _run(args: argparse.Namespace) -> int:
     from mcp.server.stdio import stdio_server
 
-    from agentplug.api.serve import _state_dir
+    from agentplug.api.serve import ServeError, _state_dir
     from agentplug.core.config import AgentplugConfig, load_config
     from agentplug.core.host import PluginHost
     from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
@@ -224,7 +224,11 @@ async def _run(args: argparse.Namespace) -> int:
             '({"name": {"command": ..., "args": [...]}} or {"name": {"url": ...}})'
         )
         return _EXIT_USAGE
-    state_dir = _state_dir(args.state_dir, config)
+    try:
+        state_dir = _state_dir(args.state_dir, config)
+    except ServeError as exc:
+        _say(f"error: {exc}")
+        return _EXIT_FAILED
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries MCP messages only
         host = PluginHost(config, state_dir=state_dir)
         if not args.no_plugins:
@@ -242,7 +246,7 @@ async def _run(args: argparse.Namespace) -> int:
             api = await _serve_api(host, args, state_dir)
             api_url[0] = api[2]
         sources = await connect_servers(servers)
-    except (McpError, AgentplugError, OSError) as exc:
+    except (McpError, AgentplugError, OSError, ServeError) as exc:
         _say(f"error: {exc}")
         if api is not None:
             api[0].should_exit = True
@@ -273,8 +277,15 @@ def cmd_mcp_proxy(args: argparse.Namespace) -> int:
     except ImportError:
         _say(f"needs the optional 'mcp' SDK; install it with: pip install 'agentplug[{MCP_EXTRA}]'")
         return _EXIT_FAILED
+    from agentplug.api.serve import ServeError, loopback_bind_address
+
     if args.api_port is not None and not 0 <= args.api_port <= 65535:
         _say(f"error: --api-port {args.api_port} is not a TCP port (0-65535)")
+        return _EXIT_USAGE
+    try:
+        loopback_bind_address(args.api_host)  # refuse a public bind before starting anything
+    except ServeError as exc:
+        _say(f"error: {exc}")
         return _EXIT_USAGE
     try:
         return asyncio.run(_run(args))
