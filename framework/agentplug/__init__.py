@@ -113,6 +113,10 @@ _LAZY = {
     "ScriptedProvider": "agentplug.agent",
     "OpenAIProvider": "agentplug.agent",
     "ReplyDispatcher": "agentplug.services.replies",
+    "GateBridge": "agentplug.agent.bridge",
+    "CallIds": "agentplug.agent.bridge",
+    "McpServerConfig": "agentplug.agent.mcp",
+    "McpToolSource": "agentplug.agent.mcp",
 }
 
 if TYPE_CHECKING:
@@ -152,6 +156,8 @@ if TYPE_CHECKING:
         ToolRegistry,
         TurnResult,
     )
+    from agentplug.agent.bridge import CallIds, GateBridge
+    from agentplug.agent.mcp import McpServerConfig, McpToolSource
     from agentplug.core.config import AgentplugConfig, ConfigFileError, load_config
     from agentplug.core.datafiles import DataFileError, read_data_file
     from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
@@ -189,6 +195,7 @@ __all__ = [
     "AgentplugConfig",
     "AgentplugError",
     "ApprovalBroker",
+    "CallIds",
     "ConfigError",
     "ConfigFileError",
     "Context",
@@ -202,6 +209,7 @@ __all__ = [
     "Event",
     "FailurePolicy",
     "FlowResult",
+    "GateBridge",
     "HandlerOptions",
     "HandlerReport",
     "HandlerStatus",
@@ -209,6 +217,8 @@ __all__ = [
     "HookKind",
     "HookSignatureError",
     "InboundMessage",
+    "McpServerConfig",
+    "McpToolSource",
     "MemoryStore",
     "Message",
     "ModelProvider",

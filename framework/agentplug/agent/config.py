@@ -10,6 +10,9 @@ agent:
   deliver_timeout_ms: 15000      # default budget of a before-deliver stage
   tools:
     actions: true                # every registered action becomes a tool
+    mcp_servers:                 # MCP servers' tools, named <server>__<tool>
+      files: {command: python, args: [files_server.py]}
+      search: {url: http://127.0.0.1:8000/mcp}
   providers:
     openai: {base_url: http://127.0.0.1:11434/v1, api_key_env: OPENAI_API_KEY}
     scripted: {responses: ["Hello!"], file: replies.json}
@@ -24,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from agentplug.agent.mcp import McpServerConfig
 from agentplug.core.errors import ConfigError
 
 __all__ = ["AgentConfig", "AgentToolsConfig", "agent_config"]
@@ -44,6 +48,8 @@ class AgentToolsConfig(_Strict):
     """Offer every registered action (built-in, plugin, custom) to the model as a tool."""
     exclude: list[str] = Field(default_factory=list)
     """Tool names never offered to the model."""
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    """MCP servers whose tools join the registry (``{command, args, env}`` or ``{url}``)."""
 
 
 class AgentConfig(_Strict):

@@ -35,6 +35,7 @@ from agentplug_hookspecs.tools import ToolContext
 
 from agentplug.agent import compaction, prompt
 from agentplug.agent.config import AgentConfig, agent_config
+from agentplug.agent.mcp import McpToolSource, connect_servers
 from agentplug.agent.model_loop import model_loop
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
@@ -116,6 +117,7 @@ class AgentRunner:
         self.on_delta = on_delta
         """Receives streamed reply text (sync or async) from providers that stream."""
         self._sync: SyncAgentRunner | None = None
+        self._mcp: list[McpToolSource] | None = None if self.config.tools.mcp_servers else []
         install_tap(host)
 
     # -- wiring -------------------------------------------------------------------------
@@ -134,6 +136,8 @@ class AgentRunner:
         return self.providers.get(name)
 
     async def _ensure_tools(self) -> None:
+        if self._mcp is None:
+            await self.connect_mcp()
         if self._actions_loaded:
             return
         self._actions_loaded = True
@@ -141,6 +145,23 @@ class AgentRunner:
         for problem in problems:
             log.warning("actions: %s", problem)
         self.tools.add_actions(self.host.actions)
+
+    async def connect_mcp(self) -> list[McpToolSource]:
+        """Connect the ``agent.tools.mcp_servers`` (once) and add their tools; the first
+        turn does it when the host did not. Raises :class:`~agentplug.agent.mcp.McpError`
+        naming the server that failed."""
+        if self._mcp is None:
+            sources = await connect_servers(self.config.tools.mcp_servers)
+            for source in sources:
+                self.tools.add_source(source, namespace=source.namespace)
+            self._mcp = sources
+        return self._mcp
+
+    async def aclose(self) -> None:
+        """Disconnect the MCP servers (stops stdio subprocesses)."""
+        sources, self._mcp = self._mcp or [], None if self.config.tools.mcp_servers else []
+        for source in sources:
+            await source.aclose()
 
     async def maybe_compact(self, turn: Turn) -> bool:
         """Compact ``turn``'s transcript when it passes the budget (model loop hook)."""

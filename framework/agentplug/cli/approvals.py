@@ -1,5 +1,8 @@
 """``agentplug approvals list|revoke``: standing ``allow-always`` grants.
 
+(``approvals pending|resolve --api URL`` answer a running host's pending approvals:
+:mod:`agentplug.cli.approvals_remote`.)
+
 The state directory is ``--state-dir``, else the environment variable
 ``AGENTPLUG_STATE_DIR``, else the config's ``runtime.state_dir`` (the config found by the
 one lookup: ``--config``, ``$AGENTPLUG_CONFIG``, ``./agentplug.{toml,yaml,json}``), else
@@ -117,9 +120,10 @@ def add_approvals_commands(subparsers: Any) -> argparse.ArgumentParser:
     Each leaf parser sets ``func`` (``func(args) -> int`` exit code).
     """
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "approvals", help="list or revoke standing allow-always approval grants"
+        "approvals",
+        help="list or revoke standing allow-always grants; list or answer pending approvals",
     )
-    sub = parser.add_subparsers(dest="approvals_command", metavar="{list,revoke}")
+    sub = parser.add_subparsers(dest="approvals_command", metavar="{list,revoke,pending,resolve}")
     sub.required = True
     p_list = sub.add_parser("list", help="list standing grants")
     _add_state_dir(p_list)
@@ -131,6 +135,9 @@ def add_approvals_commands(subparsers: Any) -> argparse.ArgumentParser:
     )
     _add_state_dir(p_revoke)
     p_revoke.set_defaults(func=cmd_revoke)
+    from agentplug.cli.approvals_remote import add_remote_commands
+
+    add_remote_commands(sub, _add_state_dir, state_dir)
     return parser
 
 

@@ -70,6 +70,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "an interactive agent session against the configured model",
         "agentplug.cli.chat:add_chat_command",
     ),
+    "mcp-proxy": (
+        "an MCP server (stdio) gating the tools of upstream MCP servers with the plugins",
+        "agentplug.cli.mcp_proxy:add_mcp_proxy_command",
+    ),
     "serve": (
         "run the local control API on loopback (needs the 'api' extra)",
         "agentplug.api.serve:add_serve_command",

@@ -1,0 +1,82 @@
+"""Fixtures of the integration tests: the upstream MCP server and its call log."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+UPSTREAM = Path(__file__).with_name("mcp_upstream.py")
+MCP_MISSING = "the MCP tests need the 'mcp' extra: pip install 'agentplug[mcp]'"
+
+
+class UpstreamLog:
+    """The calls the upstream MCP server received (one JSON line each)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line]
+
+
+@pytest.fixture
+def upstream_log(tmp_path: Path) -> UpstreamLog:
+    return UpstreamLog(tmp_path / "upstream.jsonl")
+
+
+@pytest.fixture
+def stdio_server(upstream_log: UpstreamLog) -> dict[str, Any]:
+    """``agent.tools.mcp_servers`` entry that starts the upstream server over stdio."""
+    return {
+        "command": sys.executable,
+        "args": [str(UPSTREAM)],
+        "env": {"UPSTREAM_LOG": str(upstream_log.path)},
+    }
+
+
+class ExampleHost:
+    """A host with the example plugins tool-preflight, message-redactor and audit-log."""
+
+    def __init__(self, tmp: Path, **extra_plugins: Any) -> None:
+        from agentplug import PluginHost
+
+        self.audit = tmp / "audit.jsonl"
+        config = {
+            "plugins": {
+                "allow": ["tool-preflight", "message-redactor", "audit-log"],
+                "entries": {
+                    "tool-preflight": {"config": {"blocked_tools": ["delete_everything"]}},
+                    "message-redactor": {"config": {"forbidden": ["project nightingale"]}},
+                    "audit-log": {"config": {"path": str(self.audit), "conversation_hooks": False}},
+                },
+            }
+        }
+        self.host = PluginHost(config)
+        self.host.load_installed()
+        assert not self.host.load_errors, self.host.load_errors
+        for plugin_id, plugin in extra_plugins.items():
+            self.host.register(plugin, plugin_id)
+
+    def audit_lines(self, hook: str | None = None) -> list[dict[str, Any]]:
+        if not self.audit.exists():
+            return []
+        lines = [json.loads(line) for line in self.audit.read_text().splitlines() if line]
+        return [line for line in lines if hook is None or line["hook"] == hook]
+
+
+def rewriter(api: Any) -> None:
+    """A plugin that rewrites ``echo``'s text to upper case."""
+    from agentplug_hookspecs.tools import ToolCallResult
+
+    def handler(event: Any) -> Any:
+        if event.tool_name == "echo":
+            return ToolCallResult(params={"text": str(event.params.get("text", "")).upper()})
+        return None
+
+    api.on("before_tool_call", handler)
