@@ -63,7 +63,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "agentplug.cli.actions:add_actions_commands",
     ),
     "approvals": (
-        "list or revoke standing allow-always approval grants",
+        "list or revoke standing allow-always grants; list or answer pending approvals",
         "agentplug.cli.approvals:add_approvals_commands",
     ),
     "chat": (
