@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["StateStore"]
+__all__ = ["SCHEMA_VERSION", "Claimed", "StateStore"]
+
+SCHEMA_VERSION = 2
+"""The layout version every durable backend migrates to (``agentplug state migrate``)."""
+
+Claimed = tuple[int, Any]
+"""One claimed queue entry: ``(seq, value)``; ``seq`` is what :meth:`StateStore.ack` takes."""
 
 
 @runtime_checkable
@@ -46,6 +54,59 @@ class StateStore(Protocol):
 
     def clear_queue(self, namespace: str, queue: str) -> int:
         """Remove every value of ``queue``; return how many."""
+        ...
+
+    def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
+        """Store ``value`` unless ``key`` exists; ``True`` when this call stored it.
+
+        One atomic step on every backend: of several processes racing on one key,
+        exactly one gets ``True``.
+        """
+        ...
+
+    def atomic(self, *locks: str) -> AbstractContextManager[None]:
+        """One transaction around every call made on this store inside the block.
+
+        Reads inside see one consistent state, and writes commit together or not at all
+        (an exception rolls them back). ``locks`` name what the block reads and then
+        writes (``"session.injections:<key>"``): two blocks holding the same lock never
+        interleave, across threads and processes. SQLite takes its one write lock
+        whatever the names; PostgreSQL takes a transaction-scoped advisory lock per
+        name. Blocks nest: an inner ``atomic`` joins the outer transaction.
+        """
+        ...
+
+    def claim(self, namespace: str, queue: str, *, owner: str, lease_ms: int) -> list[Claimed]:
+        """Lease every unclaimed entry of ``queue`` (or whose lease ran out) to ``owner``.
+
+        Returns ``(seq, value)`` pairs in append order. The entries stay in the queue
+        (``peek`` still shows them) until :meth:`ack` removes them; if the owner never
+        acknowledges (it crashed), they become claimable again ``lease_ms`` later. So
+        delivery is at least once, and a crash between claim and use loses nothing.
+        """
+        ...
+
+    def ack(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        """Remove the entries ``owner`` still holds under lease; return how many.
+
+        An entry whose lease expired and that another owner claimed since is left alone.
+        """
+        ...
+
+    def notify(self, channel: str) -> int:
+        """Record a change on ``channel`` and wake its waiters; return the new version."""
+        ...
+
+    def version(self, channel: str) -> int:
+        """How many times ``channel`` was notified (0 when never)."""
+        ...
+
+    def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
+        """Block until ``channel``'s version differs from ``seen`` or ``timeout_s`` passes.
+
+        Returns the version then current (``seen`` on a timeout). Waiters in other
+        processes wake too (PostgreSQL ``LISTEN/NOTIFY``; polling elsewhere).
+        """
         ...
 
     def close(self) -> None:

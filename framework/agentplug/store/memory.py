@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from agentplug.store.base import _dump
+from agentplug.store.base import Claimed, _dump
 
 __all__ = ["MemoryStore"]
 
+# One queue entry: [seq, raw JSON, claim owner or None, lease end (epoch s) or 0.0].
+_Entry = list[Any]
+
 
 class MemoryStore:
-    """In-process store for tests (same semantics, nothing persisted)."""
+    """In-process store for tests (same semantics, nothing persisted).
+
+    One re-entrant lock serializes every call, so an :meth:`atomic` block holds it for
+    its whole length; an exception inside the block restores what was there before.
+    """
 
     def __init__(self) -> None:
         self._kv: dict[tuple[str, str], str] = {}
-        self._queues: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        self._queues: dict[tuple[str, str], list[_Entry]] = {}
+        self._versions: dict[str, int] = {}
         self._seq = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._depth = 0
 
     def get(self, namespace: str, key: str) -> Any | None:
         with self._lock:
@@ -29,6 +43,14 @@ class MemoryStore:
         raw = _dump(value)
         with self._lock:
             self._kv[(namespace, key)] = raw
+
+    def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
+        raw = _dump(value)
+        with self._lock:
+            if (namespace, key) in self._kv:
+                return False
+            self._kv[(namespace, key)] = raw
+            return True
 
     def delete(self, namespace: str, key: str) -> bool:
         with self._lock:
@@ -54,22 +76,85 @@ class MemoryStore:
         raw = _dump(value)
         with self._lock:
             self._seq += 1
-            self._queues.setdefault((namespace, queue), []).append((self._seq, raw))
+            self._queues.setdefault((namespace, queue), []).append([self._seq, raw, None, 0.0])
             return self._seq
 
     def drain(self, namespace: str, queue: str) -> list[Any]:
         with self._lock:
             rows = self._queues.pop((namespace, queue), [])
-        return [json.loads(raw) for _, raw in rows]
+        return [json.loads(row[1]) for row in rows]
 
     def peek(self, namespace: str, queue: str) -> list[Any]:
         with self._lock:
             rows = list(self._queues.get((namespace, queue), []))
-        return [json.loads(raw) for _, raw in rows]
+        return [json.loads(row[1]) for row in rows]
 
     def clear_queue(self, namespace: str, queue: str) -> int:
         with self._lock:
             return len(self._queues.pop((namespace, queue), []))
+
+    def claim(self, namespace: str, queue: str, *, owner: str, lease_ms: int) -> list[Claimed]:
+        now = time.time()
+        out: list[Claimed] = []
+        with self._lock:
+            for row in self._queues.get((namespace, queue), []):
+                if row[2] is None or row[3] < now:
+                    row[2], row[3] = owner, now + lease_ms / 1000
+                    out.append((row[0], json.loads(row[1])))
+        return out
+
+    def ack(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        wanted = set(seqs)
+        with self._lock:
+            rows = self._queues.get((namespace, queue), [])
+            kept = [r for r in rows if not (r[0] in wanted and r[2] == owner)]
+            removed = len(rows) - len(kept)
+            if kept:
+                self._queues[(namespace, queue)] = kept
+            else:
+                self._queues.pop((namespace, queue), None)
+        return removed
+
+    def notify(self, channel: str) -> int:
+        with self._changed:
+            version = self._versions.get(channel, 0) + 1
+            self._versions[channel] = version
+            self._changed.notify_all()
+            return version
+
+    def version(self, channel: str) -> int:
+        with self._lock:
+            return self._versions.get(channel, 0)
+
+    def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        with self._changed:
+            while self._versions.get(channel, 0) == seen:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            return self._versions.get(channel, 0)
+
+    @contextmanager
+    def atomic(self, *locks: str) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            saved = (dict(self._kv), copy.deepcopy(self._queues), dict(self._versions))
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._kv, self._queues, self._versions = saved
+                raise
+            finally:
+                self._depth = 0
 
     def close(self) -> None:
         return None

@@ -6,16 +6,17 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import _dump
+from agentplug.store.base import SCHEMA_VERSION, Claimed, _dump
 
 __all__ = ["SQLiteStore"]
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS kv (
     namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated REAL NOT NULL,
     PRIMARY KEY (namespace, key)
@@ -25,11 +26,23 @@ CREATE TABLE IF NOT EXISTS queue (
     namespace TEXT NOT NULL, queue TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS queue_by_name ON queue (namespace, queue, seq);
+CREATE TABLE IF NOT EXISTS signals (channel TEXT PRIMARY KEY, version INTEGER NOT NULL);
 """
+
+# Columns added after version 1 (a file written by an older agentplug lacks them).
+_QUEUE_COLUMNS = {"claim_owner": "TEXT", "claimed_until": "REAL NOT NULL DEFAULT 0"}
+
+# How often a waiter looks at a channel's version (SQLite has no notifications).
+_POLL_S = 0.01
 
 
 class SQLiteStore:
-    """Durable store in one SQLite file (WAL; safe across processes on one machine)."""
+    """Durable store in one SQLite file (WAL; safe across processes on one machine).
+
+    Every write is one ``BEGIN IMMEDIATE`` transaction (the whole file's write lock, so
+    two processes never interleave a read-modify-write); :meth:`atomic` widens one to a
+    whole block. Commits use ``synchronous=FULL``: a confirmed write survives a crash.
+    """
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
         self.path = Path(path)
@@ -38,9 +51,38 @@ class SQLiteStore:
         self._busy_timeout_ms = busy_timeout_ms
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        # executescript manages its own transaction; IF NOT EXISTS makes it safe to run
-        # from several processes at once.
-        self._db().executescript(_SCHEMA)
+        self.migrated_from = self.migrate()
+
+    def migrate(self) -> int:
+        """Create or upgrade the schema to :data:`SCHEMA_VERSION`; return the old version.
+
+        Safe from several processes at once: the upgrade runs under the write lock and
+        each step checks what is already there. ``0`` means a new file.
+        """
+        with self._write() as db:
+            had_kv = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='kv'"
+            ).fetchone()
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            old = int(row[0]) if row else (1 if had_kv else 0)
+            have = {r[1] for r in db.execute("PRAGMA table_info(queue)")}
+            for name, decl in _QUEUE_COLUMNS.items():
+                if name not in have:
+                    db.execute(f"ALTER TABLE queue ADD COLUMN {name} {decl}")
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+        return old
+
+    def schema_version(self) -> int:
+        """The layout version recorded in the file."""
+        row = self._db().execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else 0
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -56,6 +98,7 @@ class SQLiteStore:
             db.execute("PRAGMA synchronous=FULL")
             db.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
             self._local.db = db
+            self._local.depth = 0
             with self._lock:
                 self._connections.append(db)
         return db
@@ -63,9 +106,18 @@ class SQLiteStore:
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self._db()
+        if self._local.depth:
+            # Inside an atomic block: join its transaction.
+            self._local.depth += 1
+            try:
+                yield db
+            finally:
+                self._local.depth -= 1
+            return
         # IMMEDIATE takes the write lock up front: two processes never interleave a
         # read-modify-write, and a crash before COMMIT leaves the previous state intact.
         db.execute("BEGIN IMMEDIATE")
+        self._local.depth = 1
         try:
             yield db
         except BaseException:
@@ -73,6 +125,13 @@ class SQLiteStore:
             raise
         else:
             db.execute("COMMIT")
+        finally:
+            self._local.depth = 0
+
+    @contextmanager
+    def atomic(self, *locks: str) -> Iterator[None]:
+        with self._write():
+            yield
 
     def get(self, namespace: str, key: str) -> Any | None:
         row = (
@@ -91,6 +150,16 @@ class SQLiteStore:
                 "updated=excluded.updated",
                 (namespace, key, raw, time.time()),
             )
+
+    def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
+        raw = _dump(value)
+        with self._write() as db:
+            cur = db.execute(
+                "INSERT INTO kv(namespace, key, value, updated) VALUES (?,?,?,?) "
+                "ON CONFLICT(namespace, key) DO NOTHING",
+                (namespace, key, raw, time.time()),
+            )
+            return cur.rowcount > 0
 
     def delete(self, namespace: str, key: str) -> bool:
         with self._write() as db:
@@ -153,6 +222,56 @@ class SQLiteStore:
         with self._write() as db:
             cur = db.execute("DELETE FROM queue WHERE namespace=? AND queue=?", (namespace, queue))
             return cur.rowcount
+
+    def claim(self, namespace: str, queue: str, *, owner: str, lease_ms: int) -> list[Claimed]:
+        now = time.time()
+        with self._write() as db:
+            rows = db.execute(
+                "UPDATE queue SET claim_owner=?, claimed_until=? WHERE namespace=? AND queue=? "
+                "AND (claim_owner IS NULL OR claimed_until < ?) RETURNING seq, value",
+                (owner, now + lease_ms / 1000, namespace, queue, now),
+            ).fetchall()
+        return [(int(seq), json.loads(v)) for seq, v in sorted(rows)]
+
+    def ack(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        if not seqs:
+            return 0
+        removed = 0
+        with self._write() as db:
+            for start in range(0, len(seqs), 500):
+                chunk = [int(s) for s in seqs[start : start + 500]]
+                marks = ",".join("?" * len(chunk))
+                cur = db.execute(
+                    f"DELETE FROM queue WHERE namespace=? AND queue=? AND claim_owner=? "
+                    f"AND seq IN ({marks})",
+                    (namespace, queue, owner, *chunk),
+                )
+                removed += cur.rowcount
+        return removed
+
+    def notify(self, channel: str) -> int:
+        with self._write() as db:
+            row = db.execute(
+                "INSERT INTO signals(channel, version) VALUES (?, 1) ON CONFLICT(channel) "
+                "DO UPDATE SET version=version+1 RETURNING version",
+                (channel,),
+            ).fetchone()
+        return int(row[0])
+
+    def version(self, channel: str) -> int:
+        row = (
+            self._db().execute("SELECT version FROM signals WHERE channel=?", (channel,)).fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            current = self.version(channel)
+            left = deadline - time.monotonic()
+            if current != seen or left <= 0:
+                return current
+            time.sleep(min(_POLL_S, left))
 
     def close(self) -> None:
         with self._lock:
