@@ -15,11 +15,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import StateStore
+from agentplug.store.base import StateStore, StateStoreUnavailable
 from agentplug.store.memory import MemoryStore
 from agentplug.store.sqlite import SQLiteStore
 
-__all__ = ["MemoryStore", "SQLiteStore", "StateStore", "host_store", "open_store"]
+__all__ = [
+    "MemoryStore",
+    "SQLiteStore",
+    "StateStore",
+    "StateStoreUnavailable",
+    "host_store",
+    "open_store",
+    "open_store_url",
+]
 
 
 def open_store(state_dir: str | Path | None) -> StateStore:
@@ -27,6 +35,26 @@ def open_store(state_dir: str | Path | None) -> StateStore:
     if state_dir is None:
         return MemoryStore()
     return SQLiteStore(Path(state_dir) / "state.sqlite3")
+
+
+def open_store_url(url: str) -> StateStore:
+    """The store a URL names: ``sqlite:///path/state.sqlite3``, ``memory:`` or
+    ``postgresql://...`` (the ``postgres`` extra; psycopg is imported only then)."""
+    if url in ("memory:", "memory://"):
+        return MemoryStore()
+    if url.startswith("sqlite:///"):
+        # sqlite:///relative/file or sqlite:////absolute/file
+        return SQLiteStore(url[len("sqlite:///") :])
+    if url.startswith(("postgresql://", "postgres://")):
+        import importlib
+
+        backend = importlib.import_module("agentplug.store.postgres")
+        store: StateStore = backend.PostgresStore(url)
+        return store
+    raise ValueError(
+        f"state.url {url.split('://')[0]!r}: unknown store scheme; use postgresql://..., "
+        "sqlite:///path or memory:"
+    )
 
 
 def host_store(host: Any) -> StateStore:

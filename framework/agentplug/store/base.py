@@ -7,10 +7,20 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["SCHEMA_VERSION", "Claimed", "StateStore"]
+__all__ = ["SCHEMA_VERSION", "Claimed", "StateStore", "StateStoreUnavailable"]
 
 SCHEMA_VERSION = 2
 """The layout version every durable backend migrates to (``agentplug state migrate``)."""
+
+
+class StateStoreUnavailable(RuntimeError):
+    """The state store could not be reached (within its retry budget).
+
+    The message is one line naming the store (without credentials) and the cause.
+    Callers that need a decision from the store fail closed on it: a tool call that
+    needs an approval is blocked, never allowed.
+    """
+
 
 Claimed = tuple[int, Any]
 """One claimed queue entry: ``(seq, value)``; ``seq`` is what :meth:`StateStore.ack` takes."""
