@@ -25,7 +25,7 @@ $(DEMO_STAMP): $(PY) pyproject.toml demo/scenario.json $(DEMO_EXAMPLES)
 	@touch $(DEMO_STAMP)
 
 $(STAMP): $(DEMO_STAMP) $(EXAMPLES)
-	$(PIP) install -e '.[test,js,otel,api,yaml,mcp,pydantic-ai,langchain]'
+	$(PIP) install -e '.[test,js,otel,api,yaml,mcp,pydantic-ai,langchain,postgres]'
 	@for p in $(dir $(OTHER_EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(STAMP)
 

@@ -1,12 +1,21 @@
-"""Shared test helpers: fake installed distributions on a temporary sys.path entry, and
-the ``javascript`` marker (tests of JavaScript code actions, which need the ``js`` extra)."""
+"""Shared test helpers: fake installed distributions on a temporary sys.path entry, the
+``javascript`` marker (tests of JavaScript code actions, which need the ``js`` extra), and a
+real PostgreSQL server for the state-store tests (``postgres_server``, ``postgres_url``)."""
 
 from __future__ import annotations
 
+import glob
 import importlib.util
+import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import textwrap
+import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -72,3 +81,121 @@ def fake_dist(site_dir: Path) -> FakeDist:
         return info
 
     return make
+
+
+# -- a real PostgreSQL server -------------------------------------------------------
+
+
+def _pg_bin_dir() -> Path | None:
+    """Where ``initdb`` and ``pg_ctl`` are: ``PATH``, then ``/usr/lib/postgresql/*/bin``."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl", path=str(Path(found).parent)):
+        return Path(found).parent
+    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
+            return Path(folder)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class PostgresServer:
+    """A throwaway PostgreSQL cluster in a temporary directory (trust auth, 127.0.0.1)."""
+
+    bin_dir: Path
+    root: Path
+    port: int
+    as_user: list[str]
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
+
+    def pg_ctl(self, *args: str) -> None:
+        """Run ``pg_ctl`` on this cluster (``start``, ``stop``, ``restart``)."""
+        options = (
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+            " -c max_connections=200"
+        )
+        subprocess.run(
+            [
+                *self.as_user,
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-w",
+                "-l",
+                str(self.root / "log"),
+                "-o",
+                options,
+                *args,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the test session; skips when no server binary exists."""
+    bin_dir = _pg_bin_dir()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server binary (initdb/pg_ctl on PATH or /usr/lib/postgresql)")
+    if importlib.util.find_spec("psycopg") is None:
+        pytest.skip("psycopg missing: pip install 'agentplug[postgres]'")
+    root = Path(tempfile.mkdtemp(prefix="agentplug-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        # initdb refuses to run as root: the cluster belongs to an unprivileged user.
+        os.chmod(root, 0o755)
+        shutil.chown(root, "nobody")
+        as_user = ["runuser", "-u", "nobody", "--"]
+    server = PostgresServer(bin_dir, root, _free_port(), as_user)
+    subprocess.run(
+        [
+            *as_user,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(server.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    server.pg_ctl("start")
+    try:
+        yield server
+    finally:
+        try:
+            server.pg_ctl("stop", "-m", "fast")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """The URL of a fresh, empty database on the session's PostgreSQL server."""
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield postgres_server.url(name)
+    with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

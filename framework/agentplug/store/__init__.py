@@ -46,11 +46,9 @@ def open_store_url(url: str) -> StateStore:
         # sqlite:///relative/file or sqlite:////absolute/file
         return SQLiteStore(url[len("sqlite:///") :])
     if url.startswith(("postgresql://", "postgres://")):
-        import importlib
+        from agentplug.store.postgres import PostgresStore
 
-        backend = importlib.import_module("agentplug.store.postgres")
-        store: StateStore = backend.PostgresStore(url)
-        return store
+        return PostgresStore(url)
     raise ValueError(
         f"state.url {url.split('://')[0]!r}: unknown store scheme; use postgresql://..., "
         "sqlite:///path or memory:"
