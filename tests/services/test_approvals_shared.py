@@ -10,7 +10,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -262,7 +261,5 @@ def test_a_shared_broker_without_a_local_resolver_waits_for_a_store_decision(
         assert resolve_pending(store, seen[0].id, "allow-once").ok
         return await asked
 
-    started = time.monotonic()
     verdict = asyncio.run(main())
-    assert verdict.allowed is True
-    assert time.monotonic() - started < 30
+    assert (verdict.allowed, verdict.resolution) == (True, "allow-once")
