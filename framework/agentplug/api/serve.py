@@ -126,14 +126,15 @@ def _read_token(path: Path) -> str:
 
 
 def wire_approvals(host: PluginHost) -> ApprovalBroker:
-    """Register an :class:`ApprovalBroker` with a :class:`ProgrammaticResolver` as runtime
-    service ``approvals`` (grants in ``host.store``); return the one already there if any."""
+    """Register a shared :class:`ApprovalBroker` with a :class:`ProgrammaticResolver` as
+    runtime service ``approvals`` (grants and pending approvals in ``host.store``, so any
+    process sharing the store decides them); return the one already there if any."""
     from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
 
     existing = host.actions.get_service("approvals")
     if isinstance(existing, ApprovalBroker):
         return existing
-    broker = ApprovalBroker(ProgrammaticResolver(), store=host.store)
+    broker = ApprovalBroker(ProgrammaticResolver(), store=host.store, shared=True)
     host.actions.register_service("approvals", broker)
     return broker
 

@@ -1,6 +1,11 @@
-"""``agentplug approvals pending|resolve --api URL``: answer approvals a running host awaits.
+"""``agentplug approvals pending|resolve``: answer approvals that gateways await.
 
-A host that serves the control API (``agentplug serve``, ``agentplug mcp-proxy
+Without ``--api`` both commands work on the state store directly (``--state-url``, else
+``$AGENTPLUG_STATE_URL``, else ``<state-dir>/state.sqlite3``): every gateway sharing that
+store publishes its pending approvals there, and a decision recorded here wakes the waiting
+turn on whichever gateway asked (exactly once: the first decision recorded wins; a decision
+after the timeout is refused). With ``--api URL`` they go through a running host's control
+API instead. A host that serves the control API (``agentplug serve``, ``agentplug mcp-proxy
 --api-port``) lists its pending approvals at ``GET /api/approvals`` and takes decisions
 at ``POST /api/approvals/{id}``. These commands are that round-trip from a terminal. The
 bearer token is ``--token-file``, else ``$AGENTPLUG_API_TOKEN``, else
@@ -16,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TOKEN_ENV", "add_remote_commands", "cmd_pending", "cmd_resolve"]
+__all__ = ["STATE_URL_ENV", "TOKEN_ENV", "add_remote_commands", "cmd_pending", "cmd_resolve"]
 
 TOKEN_ENV = "AGENTPLUG_API_TOKEN"
 
@@ -56,9 +61,47 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
     return data
 
 
+STATE_URL_ENV = "AGENTPLUG_STATE_URL"
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from agentplug.store import SQLiteStore, open_store_url
+
+    url = args.state_url or os.environ.get(STATE_URL_ENV)
+    if url:
+        try:
+            return open_store_url(url)
+        except ValueError as exc:
+            raise SystemExit(f"agentplug approvals: --state-url: {exc}") from None
+    path = args.resolve_state_dir(args.state_dir) / "state.sqlite3"
+    if not path.exists():
+        raise SystemExit(
+            f"agentplug approvals: no state store at {path}; pass --state-dir, --state-url "
+            "or --api URL (a running host)"
+        )
+    return SQLiteStore(path)
+
+
+def _pending_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.api:
+        rows: list[dict[str, Any]] = _request(args, "GET", "/api/approvals")["pending"]
+        return rows
+    from agentplug.services.approvals.shared import expire_pending, list_pending
+    from agentplug.store import StateStoreUnavailable
+
+    store = _store(args)
+    try:
+        expire_pending(store, by="cli")
+        return list_pending(store)
+    except StateStoreUnavailable as exc:
+        raise SystemExit(f"agentplug approvals pending: {exc}") from None
+    finally:
+        store.close()
+
+
 def cmd_pending(args: argparse.Namespace) -> int:
-    """List the approvals the host awaits."""
-    pending = _request(args, "GET", "/api/approvals")["pending"]
+    """List the approvals the gateways await."""
+    pending = _pending_rows(args)
     if args.json:
         print(json.dumps(pending, indent=2))
         return 0
@@ -76,6 +119,21 @@ def cmd_pending(args: argparse.Namespace) -> int:
 
 def cmd_resolve(args: argparse.Namespace) -> int:
     """Answer one pending approval."""
+    if not args.api:
+        from agentplug.services.approvals.shared import resolve_pending
+        from agentplug.store import StateStoreUnavailable
+
+        store = _store(args)
+        try:
+            reply = resolve_pending(store, args.approval_id, args.decision, by="cli")
+        except StateStoreUnavailable as exc:
+            raise SystemExit(f"agentplug approvals resolve: {exc}") from None
+        finally:
+            store.close()
+        if not reply.ok:
+            raise SystemExit(f"agentplug approvals resolve: {reply.message}")
+        print(reply.message)
+        return 0
     data = _request(args, "POST", f"/api/approvals/{args.approval_id}", {"decision": args.decision})
     print(data.get("message") or f"{args.approval_id}: {args.decision}")
     return 0
@@ -87,7 +145,7 @@ def add_remote_commands(
     """Add ``pending`` and ``resolve`` to the ``approvals`` subparsers (``state_dir``
     resolves ``--state-dir`` as the other ``approvals`` commands do)."""
     for name, helptext in (
-        ("pending", "list the approvals a running host awaits (through its control API)"),
+        ("pending", "list the approvals gateways await (in the state store, or --api)"),
         ("resolve", "answer a pending approval (allow-once, allow-always or deny)"),
     ):
         p = sub.add_parser(name, help=helptext)
@@ -98,7 +156,18 @@ def add_remote_commands(
         else:
             p.add_argument("--json", action="store_true", help="print JSON")
             p.set_defaults(func=cmd_pending)
-        p.add_argument("--api", required=True, metavar="URL", help="http://127.0.0.1:PORT")
+        p.add_argument(
+            "--api",
+            default=None,
+            metavar="URL",
+            help="a running host's control API (http://127.0.0.1:PORT); default: the store",
+        )
+        p.add_argument(
+            "--state-url",
+            default=None,
+            metavar="URL",
+            help=f"state store URL (default: ${STATE_URL_ENV}, else <state-dir>/state.sqlite3)",
+        )
         p.add_argument("--token-file", metavar="FILE", help=f"bearer token (else ${TOKEN_ENV})")
         add_state_dir(p)
         p.set_defaults(resolve_state_dir=state_dir)

@@ -2,6 +2,8 @@
 
 ``GET /api/approvals``, ``POST /api/approvals/{id}``, ``GET /api/approvals/grants`` and
 ``DELETE /api/approvals/grants/{id}``, resolved through the runtime service ``approvals``.
+With a shared broker (``agentplug serve``) the list and the decisions go through the state
+store: an approval pending on any gateway sharing it is listed and decided here.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from starlette.responses import JSONResponse, Response
 from agentplug.api.responses import _error, _jsonable
 from agentplug.api.routes.base import ApiBase
 from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
+from agentplug.services.approvals.shared import list_pending, stored_decision
+from agentplug.store import StateStoreUnavailable
 
 APPROVALS_SERVICE = "approvals"
 """Runtime service name of the :class:`ApprovalBroker` the API resolves approvals through."""
@@ -40,7 +44,12 @@ class ApprovalRoutes(ApiBase):
         return broker, resolver
 
     async def approvals_list(self, request: Request) -> Response:
-        _, resolver = self._approvals()
+        broker, resolver = self._approvals()
+        if broker.shared:
+            try:
+                return JSONResponse({"pending": list_pending(broker.store)})
+            except StateStoreUnavailable as exc:
+                return _error(503, f"cannot list pending approvals: {exc}")
         pending = [
             {**p.summary(), "params": _jsonable(p.params), "created_at": p.created_at}
             for p in resolver.pending
@@ -53,12 +62,24 @@ class ApprovalRoutes(ApiBase):
         decision = body.get("decision")
         if not isinstance(decision, str):
             return _error(400, "'decision' must be one of allow-once, allow-always, deny")
-        _, resolver = self._approvals()
-        if approval_id not in {p.id for p in resolver.pending}:
-            return _error(404, resolver.resolve(approval_id, decision).message)
-        reply = resolver.resolve(approval_id, decision)
-        if not reply.ok:
-            return _error(400, reply.message)
+        broker, resolver = self._approvals()
+        if broker.shared:
+            # Pending approvals of every gateway sharing the store; decided exactly once.
+            try:
+                known = stored_decision(broker.store, approval_id) is not None or any(
+                    r["id"] == approval_id for r in list_pending(broker.store)
+                )
+                reply = resolver.resolve(approval_id, decision)
+            except StateStoreUnavailable as exc:
+                return _error(503, f"approval {approval_id!r} was not decided: {exc}")
+            if not reply.ok:
+                return _error(400 if known else 404, reply.message)
+        else:
+            if approval_id not in {p.id for p in resolver.pending}:
+                return _error(404, resolver.resolve(approval_id, decision).message)
+            reply = resolver.resolve(approval_id, decision)
+            if not reply.ok:
+                return _error(400, reply.message)
         return JSONResponse(
             {
                 "ok": True,

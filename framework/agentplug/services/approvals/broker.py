@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
+import socket
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -33,11 +35,19 @@ from agentplug.services.approvals.models import (
     VerdictResolution,
     _new_approval_id,
 )
-from agentplug.store import MemoryStore, StateStore
+from agentplug.services.approvals.programmatic import ProgrammaticResolver
+from agentplug.services.approvals.shared import (
+    channel_for,
+    publish_pending,
+    record_decision,
+    stored_decision,
+)
+from agentplug.store import MemoryStore, StateStore, StateStoreUnavailable
 
 __all__ = ["ApprovalBroker"]
 
 log = logging.getLogger("agentplug.approvals")
+_WATCH_SLICE_S = 0.25
 
 
 class ApprovalBroker:
@@ -46,16 +56,34 @@ class ApprovalBroker:
     ``store`` keeps ``allow-always`` grants (default: an in-memory store). Use an
     :class:`~agentplug.store.SQLiteStore` (e.g. ``host.store``) so grants survive
     restarts.
+
+    ``shared=True`` publishes each pending approval in ``store`` (namespace
+    ``approvals.pending``) so that any process sharing the store decides it (another
+    gateway, ``agentplug approvals resolve``, the control API, chat ``/approve``); the
+    first decision recorded wins, the waiting turn wakes on the store's change channel,
+    and a store failure blocks the call (fail closed). Without a local resolver a shared
+    broker waits for such a decision (or the timeout) instead of blocking at once.
     """
 
     def __init__(
-        self, resolver: AnyResolver | None = None, *, store: StateStore | None = None
+        self,
+        resolver: AnyResolver | None = None,
+        *,
+        store: StateStore | None = None,
+        shared: bool = False,
     ) -> None:
         self.resolver = resolver
         self.store: StateStore = store if store is not None else MemoryStore()
         self.history: deque[dict[str, Any]] = deque(maxlen=1_000)
         """Audit trail of the latest resolved approvals (JSON-compatible dicts)."""
         self._in_flight: dict[str, tuple[PendingApproval, asyncio.Future[str]]] = {}
+        self.shared = shared
+        """Publish pending approvals in ``store`` and take decisions from any process
+        sharing it (see :mod:`agentplug.services.approvals.shared`)."""
+        self.gateway = f"{socket.gethostname()}:{os.getpid()}"
+        """Who this broker is in the audit trail (``host:pid``)."""
+        if shared and isinstance(resolver, ProgrammaticResolver):
+            resolver.store = self.store
 
     # -- grants -----------------------------------------------------------------------
 
@@ -228,7 +256,7 @@ class ApprovalBroker:
         aid = pending.id
         who = request.plugin_id or "a plugin"
         resolver = self.resolver
-        if resolver is None:
+        if resolver is None and not self.shared:
             return ApprovalVerdict(
                 False,
                 "no-resolver",
@@ -236,45 +264,64 @@ class ApprovalBroker:
                 "connected; the tool call was not run",
                 aid,
             )
-        ask = getattr(resolver, "ask", None)
-        if not callable(ask):
-            ask = cast(ApprovalResolver, resolver).resolve
         timeout_s = pending.timeout_s
         loop = asyncio.get_running_loop()
         cancel_signal: asyncio.Future[str] = loop.create_future()
-        task: asyncio.Future[Any] = asyncio.ensure_future(ask(pending))
+        waits: list[asyncio.Future[Any]] = [cancel_signal]
+        watch: asyncio.Future[Any] | None = None
+        if self.shared:
+            try:
+                seen = self.store.version(channel_for(aid))
+                publish_pending(self.store, pending, gateway=self.gateway)
+            except StateStoreUnavailable as exc:
+                return _unavailable(pending, exc)
+            watch = asyncio.ensure_future(self._watch(aid, seen))
+            waits.append(watch)
+        task: asyncio.Future[Any] | None = None
+        if resolver is not None:
+            ask = getattr(resolver, "ask", None)
+            if not callable(ask):
+                ask = cast(ApprovalResolver, resolver).resolve
+            task = asyncio.ensure_future(ask(pending))
+            waits.append(task)
         self._in_flight[aid] = (pending, cancel_signal)
         try:
             done, _ = await asyncio.wait(
-                (task, cancel_signal), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+                waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
             )
         except asyncio.CancelledError:
-            _abandon(task)
+            for fut in waits[1:]:
+                _abandon(fut)
+            self._settle_shared(aid, "cancelled")
             raise
         finally:
             self._in_flight.pop(aid, None)
             if not cancel_signal.done():
                 cancel_signal.cancel()
-        if task not in done:
-            _abandon(task)
-            if cancel_signal in done:
-                return ApprovalVerdict(
-                    False,
-                    "cancelled",
-                    f"the run was cancelled while {request.title!r} awaited approval; "
-                    "the tool call was not run",
-                    aid,
-                )
-            return ApprovalVerdict(
-                False,
-                "timeout",
-                f"approval for {request.title!r} was not answered within {timeout_s:g} s; "
-                "the tool call was not run",
-                aid,
-            )
+        for fut in waits[1:]:
+            if fut not in done:
+                _abandon(fut)
+        if watch is not None and watch in done:
+            failure = watch.exception() if not watch.cancelled() else asyncio.CancelledError()
+            if failure is not None:
+                return _unavailable(pending, failure)
+            return self._verdict(pending, str(watch.result().get("resolution")))
+        if task is not None and task in done:
+            return self._local_answer(pending, task)
+        word = "cancelled" if cancel_signal in done else "timeout"
+        try:
+            word = self._settle_shared(aid, word, strict=True)
+        except StateStoreUnavailable as exc:
+            return _unavailable(pending, exc)
+        return self._verdict(pending, word)
+
+    def _local_answer(self, pending: PendingApproval, task: asyncio.Future[Any]) -> ApprovalVerdict:
+        request = pending.request
+        aid = pending.id
         exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
         if exc is not None:
             log.warning("approval resolver failed (%s); denying", type(exc).__name__)
+            self._settle_shared(aid, "deny")
             return ApprovalVerdict(
                 False,
                 "deny",
@@ -284,6 +331,7 @@ class ApprovalBroker:
             )
         decision = task.result()
         if decision not in request.allowed_decisions:
+            self._settle_shared(aid, "deny")
             return ApprovalVerdict(
                 False,
                 "deny",
@@ -291,11 +339,82 @@ class ApprovalBroker:
                 f"{', '.join(request.allowed_decisions)}); denied",
                 aid,
             )
-        if decision == "deny":
+        try:
+            word = self._settle_shared(aid, str(decision), strict=True)
+        except StateStoreUnavailable as lost:
+            return _unavailable(pending, lost)
+        return self._verdict(pending, word)
+
+    def _settle_shared(self, approval_id: str, word: str, *, strict: bool = False) -> str:
+        """Record ``word`` in the store (shared brokers); return the decision that stands.
+
+        ``strict``: a store failure raises (the caller fails closed); otherwise it is
+        only logged (the outcome blocks the call anyway).
+        """
+        if not self.shared:
+            return word
+        try:
+            _, stands = record_decision(self.store, approval_id, word, by=self.gateway)
+        except StateStoreUnavailable:
+            if strict:
+                raise
+            log.warning("could not record approval %s as %s in the store", approval_id, word)
+            return word
+        return str(stands.get("resolution", word))
+
+    async def _watch(self, approval_id: str, seen: int) -> dict[str, Any]:
+        """Wait for a decision on ``approval_id`` recorded by any process."""
+        channel = channel_for(approval_id)
+        while True:
+            found = stored_decision(self.store, approval_id)
+            if found is not None:
+                return found
+            seen = await asyncio.to_thread(self.store.wait_change, channel, seen, _WATCH_SLICE_S)
+
+    def _verdict(self, pending: PendingApproval, word: str) -> ApprovalVerdict:
+        request = pending.request
+        aid = pending.id
+        if word == "timeout":
+            return ApprovalVerdict(
+                False,
+                "timeout",
+                f"approval for {request.title!r} was not answered within "
+                f"{pending.timeout_s:g} s; the tool call was not run",
+                aid,
+            )
+        if word == "cancelled":
+            return ApprovalVerdict(
+                False,
+                "cancelled",
+                f"the run was cancelled while {request.title!r} awaited approval; "
+                "the tool call was not run",
+                aid,
+            )
+        if word == "deny":
             return ApprovalVerdict(
                 False, "deny", f"{request.title!r} was denied by the approver", aid
             )
-        return ApprovalVerdict(True, decision, f"{request.title!r} approved ({decision})", aid)
+        if word not in request.allowed_decisions or word not in ("allow-once", "allow-always"):
+            return ApprovalVerdict(
+                False,
+                "deny",
+                f"decision {word!r} was not offered for {request.title!r} (offered: "
+                f"{', '.join(request.allowed_decisions)}); denied",
+                aid,
+            )
+        resolution: VerdictResolution = "allow-always" if word == "allow-always" else "allow-once"
+        return ApprovalVerdict(True, resolution, f"{request.title!r} approved ({word})", aid)
+
+
+def _unavailable(pending: PendingApproval, exc: BaseException) -> ApprovalVerdict:
+    log.warning("approval %s: state store unavailable (%s); blocking", pending.id, exc)
+    return ApprovalVerdict(
+        False,
+        "deny",
+        f"approval for {pending.request.title!r} could not be decided: the state store is "
+        f"unavailable ({exc}); the tool call was blocked",
+        pending.id,
+    )
 
 
 def _cancel_signal(future: asyncio.Future[str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
@@ -16,6 +17,7 @@ from agentplug.services.approvals.models import (
     _clean,
     parse_decision,
 )
+from agentplug.store import StateStore, StateStoreUnavailable
 
 __all__ = ["ProgrammaticResolver", "ResolveReply"]
 
@@ -57,6 +59,10 @@ class ProgrammaticResolver:
         self._waiting: dict[str, _Waiting] = {}
         self._lock = threading.Lock()
         self.on_pending = on_pending
+        self.store: StateStore | None = None
+        """Set by a shared :class:`~agentplug.services.approvals.ApprovalBroker`: then
+        :meth:`resolve` and :meth:`describe_pending` go through the store, so an approval
+        pending on another gateway is listed and decided here too (exactly once)."""
 
     @property
     def pending(self) -> list[PendingApproval]:
@@ -84,6 +90,8 @@ class ProgrammaticResolver:
 
     def resolve(self, approval_id: str, decision: str) -> ResolveReply:
         """Answer approval ``approval_id`` with ``decision`` (aliases accepted)."""
+        if self.store is not None:
+            return self._resolve_shared(self.store, approval_id, decision)
         chosen = parse_decision(decision) if isinstance(decision, str) else None
         with self._lock:
             waiting = self._waiting.get(approval_id)
@@ -117,6 +125,23 @@ class ProgrammaticResolver:
             True, f"approval {approval_id!r} ({waiting.pending.request.title!r}): {chosen}"
         )
 
+    def _resolve_shared(self, store: StateStore, approval_id: str, decision: str) -> ResolveReply:
+        from agentplug.services.approvals.shared import resolve_pending
+
+        try:
+            reply = resolve_pending(store, approval_id, decision, by="chat")
+        except StateStoreUnavailable as exc:
+            return ResolveReply(False, f"approval {approval_id!r} was not decided: {exc}")
+        chosen = parse_decision(decision)
+        with self._lock:
+            waiting = self._waiting.get(approval_id)
+            if reply.ok and waiting is not None and chosen is not None:
+                waiting.decided = True
+                # A closed loop: the run is gone; the store decision stands.
+                with contextlib.suppress(RuntimeError):
+                    waiting.loop.call_soon_threadsafe(_settle, waiting.future, chosen)
+        return reply
+
     def handle_command(self, text: str) -> ResolveReply:
         """Handle a chat command: ``/approve`` (list), ``/approve <id> <decision>``,
         ``/deny <id>``."""
@@ -138,15 +163,23 @@ class ProgrammaticResolver:
 
     def describe_pending(self) -> str:
         """A human-readable list of pending approvals."""
-        items = self.pending
-        if not items:
+        if self.store is not None:
+            from agentplug.services.approvals.shared import list_pending
+
+            try:
+                rows = list_pending(self.store)
+            except StateStoreUnavailable as exc:
+                return f"cannot list pending approvals: {exc}"
+        else:
+            rows = [p.summary() for p in self.pending]
+        if not rows:
             return "no approval is pending"
         lines = ["pending approvals:"]
-        for p in items:
+        for r in rows:
             lines.append(
-                f"  {p.id}  [{p.request.severity}] {_clean(p.request.title)} "
-                f"(tool {p.tool_name}, plugin {p.plugin_id}); "
-                f"answer: /approve {p.id} {'|'.join(p.allowed_decisions)}"
+                f"  {r['id']}  [{r.get('severity')}] {_clean(str(r.get('title')))} "
+                f"(tool {r.get('tool_name')}, plugin {r.get('plugin_id')}); "
+                f"answer: /approve {r['id']} {'|'.join(r.get('allowed_decisions') or [])}"
             )
         return "\n".join(lines)
 
