@@ -234,3 +234,14 @@ def test_a_crash_between_two_writes_keeps_every_committed_write(tmp_path: Path) 
     s.put("crash", "after", "still writable")
     assert s.get("crash", "after") == "still writable"
     s.close()
+
+
+def test_a_released_claim_is_claimable_again_at_once_in_its_place(store: StateStore) -> None:
+    for i in range(3):
+        store.append("ns", "q", i)
+    claimed = store.claim("ns", "q", owner="a", lease_ms=60_000)
+    assert store.claim("ns", "q", owner="b", lease_ms=60_000) == []
+    assert store.release("ns", "q", [claimed[0][0], claimed[2][0]], owner="b") == 0
+    assert store.release("ns", "q", [claimed[0][0], claimed[2][0]], owner="a") == 2
+    assert [v for _, v in store.claim("ns", "q", owner="b", lease_ms=60_000)] == [0, 2]
+    assert store.peek("ns", "q") == [0, 1, 2]
