@@ -437,3 +437,36 @@ def test_a_reply_payload_can_be_cancelled() -> None:
     host.register(on("reply_payload_sending", lambda: {"cancel": True}), "stopper")
     result = asyncio.run(send_reply_payload(host, {"text": "x", "trusted_local_media": True}))
     assert result.cancelled and result.payload is None and result.cancelled_by == "stopper"
+
+
+def test_a_turn_that_fails_before_its_prompt_is_built_gives_its_injections_back() -> None:
+    plugin = TurnPlugin()
+    host = PluginHost()
+    host.register(plugin, plugin.plugin_id)
+    assert plugin.api is not None
+    plugin.api.session.workflow.enqueue_next_turn_injection(S, "resume deploy #12")
+
+    async def broken_model_resolution() -> None:
+        raise RuntimeError("model registry down")
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(prepare_turn(host, S, "go", [], between=broken_model_resolution))
+    assert [i["text"] for i in host.sessions.pending_injections(S)] == ["resume deploy #12"]
+    again = asyncio.run(prepare_turn(host, S, "go", []))
+    assert [i["text"] for i in again.injections] == ["resume deploy #12"]
+    assert host.sessions.pending_injections(S) == []
+
+
+def test_claimed_injections_stay_out_of_other_turns_until_acknowledged() -> None:
+    plugin = TurnPlugin()
+    host = PluginHost()
+    host.register(plugin, plugin.plugin_id)
+    assert plugin.api is not None
+    plugin.api.session.workflow.enqueue_next_turn_injection(S, "once", idempotency_key="k")
+    claim = host.sessions.claim_injections(S)
+    assert [i["text"] for i in claim.entries] == ["once"]
+    assert host.sessions.pending_injections(S) == []
+    assert host.sessions.claim_injections(S).entries == []
+    assert host.sessions.ack_injections(claim) == 1
+    replay = plugin.api.session.workflow.enqueue_next_turn_injection(S, "once", idempotency_key="k")
+    assert replay.duplicate and host.sessions.claim_injections(S).entries == []

@@ -1,9 +1,10 @@
 """Turn phases before the model: session start, prompt hooks, the run guard.
 
-Order (HOOKS.md, issue "agent runtime"): session start when new, drain of the next-turn
+Order (HOOKS.md, issue "agent runtime"): session start when new, claim of the next-turn
 injections, ``agent_turn_prepare``, ``before_model_resolve``, ``before_prompt_build``
 (and the deprecated ``before_agent_start``), ``before_agent_run``, ``before_agent_reply``,
-then ``heartbeat_prompt_contribution`` on heartbeat turns only.
+then ``heartbeat_prompt_contribution`` on heartbeat turns only. The injections are
+acknowledged once the prompt is built (after ``before_agent_start``).
 """
 
 from __future__ import annotations
@@ -71,31 +72,44 @@ async def build_prompt(turn: Turn) -> None:
         run_id=turn.run_id,
         render_injections=turn.runner.render_injections,
         between=resolve_model,
+        acknowledge=False,
     )
-    base_system = turn.runner.config.system_prompt
-    system = prepared.final_system_prompt(base_system)
-    user = prepared.final_prompt
-    legacy = await host.dispatch(
-        "before_agent_start",
-        {
-            "prompt": turn.prompt,
-            "messages": history,
-            "attachments": attachments,
-            "run_id": turn.run_id,
-        },
-        turn.ctx,
-    )
-    old = legacy.outcome
-    if legacy.records:
-        _apply_model_override(turn, old, only_if_default=True)
-        if old.system_prompt is not None and prepared.system_prompt is None:
-            system = _join(
-                prepared.prepend_system_context, old.system_prompt, prepared.append_system_context
-            )
-        system = _join(old.prepend_system_context, system, old.append_system_context)
-        user = _join(old.prepend_context, user, old.append_context) or ""
+    try:
+        base_system = turn.runner.config.system_prompt
+        system = prepared.final_system_prompt(base_system)
+        user = prepared.final_prompt
+        legacy = await host.dispatch(
+            "before_agent_start",
+            {
+                "prompt": turn.prompt,
+                "messages": history,
+                "attachments": attachments,
+                "run_id": turn.run_id,
+            },
+            turn.ctx,
+        )
+        old = legacy.outcome
+        if legacy.records:
+            _apply_model_override(turn, old, only_if_default=True)
+            if old.system_prompt is not None and prepared.system_prompt is None:
+                system = _join(
+                    prepared.prepend_system_context,
+                    old.system_prompt,
+                    prepared.append_system_context,
+                )
+            system = _join(old.prepend_system_context, system, old.append_system_context)
+            user = _join(old.prepend_context, user, old.append_context) or ""
+    except BaseException:
+        # No prompt was built: the injections go back to the queue for the next turn.
+        if prepared.claim is not None:
+            host.sessions.release_injections(prepared.claim)
+        raise
     turn.system_prompt = system
     turn.user_prompt = user
+    # The prompt is built: the injections in it are delivered (a failure above leaves
+    # them claimed, and they come back when the lease runs out).
+    if prepared.claim is not None:
+        host.sessions.ack_injections(prepared.claim)
 
 
 def _apply_model_override(turn: Turn, outcome: Any, *, only_if_default: bool = False) -> None:

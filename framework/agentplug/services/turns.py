@@ -1,7 +1,8 @@
 """Agent-turn and delivery services a host calls around the hooks.
 
-- :func:`prepare_turn`: drain the session's next-turn injections, then run
-  ``agent_turn_prepare`` and ``before_prompt_build``; combine their contexts.
+- :func:`prepare_turn`: claim the session's next-turn injections, run
+  ``agent_turn_prepare`` and ``before_prompt_build``, combine their contexts, then
+  acknowledge the injections (the prompt that uses them is built).
 - :func:`guard_run`: ``before_agent_run``; on a block, a :class:`TranscriptRecord`
   holding only the replacement message and non-confidential metadata. The plugin's
   ``reason`` never leaves the reduced outcome: it is not logged, stored or returned.
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentplug.core.dispatch import HandlerReport
 from agentplug.core.reducers import MAX_FINALIZE_ATTEMPTS
+from agentplug.services.sessions.injections import InjectionClaim
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -83,7 +85,10 @@ class PreparedTurn(BaseModel):
     prompt: str
     messages: list[Any]
     injections: list[dict[str, Any]] = Field(default_factory=list)
-    """The next-turn injections drained for this turn (delivered to ``agent_turn_prepare``)."""
+    """The next-turn injections claimed for this turn (delivered to ``agent_turn_prepare``)."""
+    claim: InjectionClaim | None = Field(default=None, exclude=True)
+    """The claim on ``injections`` when ``prepare_turn(acknowledge=False)``: the caller
+    passes it to ``host.sessions.ack_injections`` once its prompt is final."""
     prepend_context: str | None = None
     append_context: str | None = None
     system_prompt: str | None = None
@@ -120,12 +125,18 @@ async def prepare_turn(
     run_id: str | None = None,
     render_injections: bool = False,
     between: Callable[[], Awaitable[Any]] | None = None,
+    acknowledge: bool = True,
 ) -> PreparedTurn:
-    """Drain injections, run ``agent_turn_prepare`` then ``before_prompt_build``.
+    """Claim injections, run ``agent_turn_prepare`` then ``before_prompt_build``.
 
-    The injections are drained exactly once, before any prompt hook, and handed to
+    The injections are claimed once, before any prompt hook, and handed to
     ``agent_turn_prepare`` (``event.injections``). Contexts of both hooks are combined
-    in that order (``agent_turn_prepare`` first), joined by a blank line.
+    in that order (``agent_turn_prepare`` first), joined by a blank line. Once both
+    hooks have run the injections are acknowledged (removed, their idempotency keys
+    marked delivered); if a hook raises first they are released instead, back to the
+    queue for the next turn (a crash leaves them to come back when the lease runs
+    out). ``acknowledge=False`` leaves the acknowledgement to the caller
+    (``PreparedTurn.claim``), for a runtime whose prompt is final only after more hooks.
 
     ``render_injections=True`` makes the runtime itself put each injection's text into
     the prepend/append context (for hosts with no plugin consuming them); leave it off
@@ -135,27 +146,36 @@ async def prepare_turn(
     (the turn runner resolves the model there: ``before_model_resolve``).
     """
     cx = _context(ctx, AgentContext, session_key=session_key, run_id=run_id)
-    injections = host.sessions.drain_injections(session_key)
-    prepared = await host.dispatch(
-        "agent_turn_prepare",
-        {"prompt": prompt, "messages": messages, "injections": injections, "run_id": run_id},
-        cx,
-    )
-    if between is not None:
-        await between()
-    built = await host.dispatch(
-        "before_prompt_build", {"prompt": prompt, "messages": messages, "run_id": run_id}, cx
-    )
+    claim: InjectionClaim = host.sessions.claim_injections(session_key)
+    injections = claim.entries
+    try:
+        prepared = await host.dispatch(
+            "agent_turn_prepare",
+            {"prompt": prompt, "messages": messages, "injections": injections, "run_id": run_id},
+            cx,
+        )
+        if between is not None:
+            await between()
+        built = await host.dispatch(
+            "before_prompt_build", {"prompt": prompt, "messages": messages, "run_id": run_id}, cx
+        )
+    except BaseException:
+        # The prompt was never built: give the injections back for the next turn.
+        host.sessions.release_injections(claim)
+        raise
     early, late = prepared.outcome, built.outcome
     before: list[str | None] = []
     after: list[str | None] = []
     if render_injections:
         before = [i["text"] for i in injections if i.get("placement") != "append"]
         after = [i["text"] for i in injections if i.get("placement") == "append"]
+    if acknowledge:
+        host.sessions.ack_injections(claim)
     return PreparedTurn(
         prompt=prompt,
         messages=list(messages),
         injections=injections,
+        claim=None if acknowledge else claim,
         prepend_context=_join(*before, early.prepend_context, late.prepend_context),
         append_context=_join(*after, early.append_context, late.append_context),
         system_prompt=late.system_prompt,

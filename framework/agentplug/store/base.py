@@ -103,6 +103,14 @@ class StateStore(Protocol):
         """
         ...
 
+    def release(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        """Give back entries ``owner`` holds, unacknowledged; return how many.
+
+        They keep their place in the queue and are claimable again at once (as if the
+        lease had run out). Entries another owner holds are left alone.
+        """
+        ...
+
     def notify(self, channel: str) -> int:
         """Record a change on ``channel`` and wake its waiters; return the new version."""
         ...

@@ -115,6 +115,16 @@ class MemoryStore:
                 self._queues.pop((namespace, queue), None)
         return removed
 
+    def release(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        wanted = set(seqs)
+        released = 0
+        with self._lock:
+            for row in self._queues.get((namespace, queue), []):
+                if row[0] in wanted and row[2] == owner:
+                    row[2], row[3] = None, 0.0
+                    released += 1
+        return released
+
     def notify(self, channel: str) -> int:
         with self._changed:
             version = self._versions.get(channel, 0) + 1

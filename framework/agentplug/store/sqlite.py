@@ -249,6 +249,20 @@ class SQLiteStore:
                 removed += cur.rowcount
         return removed
 
+    def release(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        released = 0
+        with self._write() as db:
+            for start in range(0, len(seqs), 500):
+                chunk = [int(s) for s in seqs[start : start + 500]]
+                marks = ",".join("?" * len(chunk))
+                cur = db.execute(
+                    f"UPDATE queue SET claim_owner=NULL, claimed_until=0 WHERE namespace=? "
+                    f"AND queue=? AND claim_owner=? AND seq IN ({marks})",
+                    (namespace, queue, owner, *chunk),
+                )
+                released += cur.rowcount
+        return released
+
     def notify(self, channel: str) -> int:
         with self._write() as db:
             row = db.execute(

@@ -9,10 +9,13 @@
   control API's ``PATCH /api/sessions/{key}/plugins/{plugin_id}``), and projects it in
   :meth:`SessionServices.session_row` as ``plugin_extensions``.
 - ``api.session.workflow.enqueue_next_turn_injection(session_key, text, ...)`` queues
-  context for the next model turn. The turn runner drains the queue once, before the
-  prompt hooks (:meth:`SessionServices.drain_injections`): each entry is delivered at
-  most once, expired entries are dropped, and a plugin's duplicates (same
-  ``idempotency_key``) collapse to the first, also after it was delivered.
+  context for the next model turn. The turn runner claims the queue once, before the
+  prompt hooks (:meth:`SessionServices.claim_injections`, under a lease of
+  :data:`INJECTION_LEASE_MS`), and acknowledges the claim once the prompt is built
+  (:meth:`SessionServices.ack_injections`): each entry reaches at least one prompt, even
+  across a crash, expired entries are dropped, and a plugin's duplicates (same
+  ``idempotency_key``) collapse to the first, also after it was delivered and across
+  processes sharing one store (see :mod:`agentplug.services.sessions.injections`).
 - ``api.session.on_cleanup(callback)`` receives ``reset``, ``delete``, ``disable`` or
   ``restart``. On reset/delete/disable the host deletes the plugin's session state and
   pending injections; on restart it keeps them.
@@ -30,6 +33,7 @@ something the plugin was told was queued. A plugin whose prompt injection is dis
 from __future__ import annotations
 
 from agentplug.services.sessions.api import InjectionReceipt, SessionApi, SessionExtension
+from agentplug.services.sessions.injections import InjectionClaim
 from agentplug.services.sessions.patching import (
     ExtensionOwnerError,
     ExtensionStateTooLarge,
@@ -39,6 +43,8 @@ from agentplug.services.sessions.patching import (
 from agentplug.services.sessions.services import SessionServices
 from agentplug.services.sessions.state import (
     CLEANUP_REASONS,
+    DELIVERED_KEY_RETENTION_MS,
+    INJECTION_LEASE_MS,
     MAX_EXTENSION_STATE_BYTES,
     MAX_INJECTION_METADATA_BYTES,
     MAX_INJECTION_TEXT_BYTES,
@@ -52,6 +58,8 @@ from agentplug.services.sessions.state import (
 
 __all__ = [
     "CLEANUP_REASONS",
+    "DELIVERED_KEY_RETENTION_MS",
+    "INJECTION_LEASE_MS",
     "MAX_EXTENSION_STATE_BYTES",
     "MAX_INJECTION_METADATA_BYTES",
     "MAX_INJECTION_TEXT_BYTES",
@@ -59,6 +67,7 @@ __all__ = [
     "CleanupReason",
     "ExtensionOwnerError",
     "ExtensionStateTooLarge",
+    "InjectionClaim",
     "InjectionQueueFull",
     "InjectionReceipt",
     "SessionApi",

@@ -22,6 +22,7 @@ from agentplug.services.sessions.state import (
     UnknownExtensionError,
     _check_json,
     _check_session_key,
+    _ext_lock,
     _json_size,
     _key,
     _plain,
@@ -85,7 +86,7 @@ def patch_plugin_extensions(
             f"{where}: plugin {plugin_id!r} registered no session extension {name!r} "
             f"(registered: {sorted(owned) or 'none'})"
         )
-    with services._lock:
+    with services.store.atomic(_ext_lock(session_key)):
         current = {name: services.get_state(session_key, plugin_id, name) for name in owned}
         writes: dict[str, Any] = {}
         for name, change in patch.items():

@@ -16,20 +16,23 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentplug.services.sessions import injections as _injections
 from agentplug.services.sessions.api import (
     InjectionReceipt,
     SessionApi,
     SessionExtension,
     _ExtensionSpec,
 )
+from agentplug.services.sessions.injections import InjectionClaim
 from agentplug.services.sessions.state import (
+    _CLAIMS_NS,
     _DELIVERED_NS,
     _DESTRUCTIVE,
     _EXT_NS,
     _INDEX_NS,
     _QUEUE_NS,
     CLEANUP_REASONS,
-    DELIVERED_KEY_RETENTION_MS,
+    INJECTION_LEASE_MS,
     MAX_EXTENSION_STATE_BYTES,
     MAX_INJECTION_METADATA_BYTES,
     MAX_INJECTION_TEXT_BYTES,
@@ -41,9 +44,11 @@ from agentplug.services.sessions.state import (
     _check_json,
     _check_name,
     _check_session_key,
+    _ext_lock,
     _json_size,
     _key,
     _plain,
+    _queue_lock,
     _split,
     json_merge_patch,
 )
@@ -70,6 +75,8 @@ class SessionServices:
         self._owners: dict[str, object] = {}
         self._lock = threading.RLock()
         self._gate_warned: set[str] = set()
+        self.injection_lease_ms: int = INJECTION_LEASE_MS
+        """Lease of a turn's claim on its injections (see :meth:`claim_injections`)."""
 
     @property
     def store(self) -> StateStore:
@@ -183,7 +190,8 @@ class SessionServices:
                 f"{where}: a patch must be a JSON object, got {type(patch).__name__}"
             )
         _check_json(patch, where)
-        with self._lock:
+        # One transaction: two processes patching the same state both land.
+        with self.store.atomic(_ext_lock(session_key)):
             key = _key(session_key, plugin_id, name)
             current = self.store.get(_EXT_NS, key)
             if current is None:
@@ -270,87 +278,83 @@ class SessionServices:
                 )
             return InjectionReceipt(accepted=False, reason="prompt_injection_disabled")
         now = self._now_ms()
-        with self._lock:
-            pending = [
-                e
-                for e in self.store.peek(_QUEUE_NS, session_key)
-                if e.get("plugin_id") == plugin_id and not _expired(e, now)
-            ]
-            if idempotency_key is not None:
-                for entry in pending:
-                    if entry.get("idempotency_key") == idempotency_key:
-                        return InjectionReceipt(accepted=True, id=entry["id"], duplicate=True)
-                delivered = self.store.get(
-                    _DELIVERED_NS, _key(session_key, plugin_id, idempotency_key)
-                )
-                if delivered is not None and delivered.get("until_ms", 0) > now:
-                    return InjectionReceipt(accepted=True, id=delivered.get("id"), duplicate=True)
-            if len(pending) >= MAX_PENDING_PER_PLUGIN:
-                raise InjectionQueueFull(
-                    f"{where}: {len(pending)} injections are already pending for this "
-                    f"session (limit {MAX_PENDING_PER_PLUGIN}); the new one was rejected"
-                )
-            entry = {
-                "id": uuid.uuid4().hex,
-                "plugin_id": plugin_id,
-                "text": text,
-                "placement": placement,
-                "idempotency_key": idempotency_key,
-                "metadata": _plain(dict(metadata)) if metadata is not None else None,
-                "enqueued_at_ms": now,
-                "expires_at_ms": now + ttl_ms if ttl_ms is not None else None,
-            }
-            self.store.put(_INDEX_NS, _key(session_key), True)
-            self.store.append(_QUEUE_NS, session_key, entry)
+        entry = {
+            "id": uuid.uuid4().hex,
+            "plugin_id": plugin_id,
+            "text": text,
+            "placement": placement,
+            "idempotency_key": idempotency_key,
+            "metadata": _plain(dict(metadata)) if metadata is not None else None,
+            "enqueued_at_ms": now,
+            "expires_at_ms": now + ttl_ms if ttl_ms is not None else None,
+        }
+        outcome = _injections.enqueue(self, session_key, entry)
+        if isinstance(outcome, str):
+            return InjectionReceipt(accepted=True, id=outcome, duplicate=True)
+        if isinstance(outcome, int):
+            raise InjectionQueueFull(
+                f"{where}: {outcome} injections are already pending for this "
+                f"session (limit {MAX_PENDING_PER_PLUGIN}); the new one was rejected"
+            )
         return InjectionReceipt(accepted=True, id=entry["id"])
 
     def pending_injections(self, session_key: str) -> list[dict[str, Any]]:
-        """What the next drain would deliver (expired and gated entries excluded)."""
-        now = self._now_ms()
-        return self._deliverable(self.store.peek(_QUEUE_NS, session_key), now)
+        """What the next claim would deliver.
 
-    def _deliverable(self, entries: list[Any], now: int) -> list[dict[str, Any]]:
-        seen: set[tuple[str, str]] = set()
-        out: list[dict[str, Any]] = []
-        for entry in entries:
-            if not isinstance(entry, dict) or _expired(entry, now):
-                continue
-            plugin_id = str(entry.get("plugin_id"))
-            if not self.prompt_injection_allowed(plugin_id):
-                continue
-            key = entry.get("idempotency_key")
-            if key is not None:
-                if (plugin_id, key) in seen:
-                    continue
-                seen.add((plugin_id, key))
-            out.append(entry)
-        return out
-
-    def drain_injections(self, session_key: str) -> list[dict[str, Any]]:
-        """Remove and return the deliverable injections of ``session_key`` (queue order).
-
-        Called once per turn by the turn runner, before the prompt hooks. The queue is
-        emptied atomically, so each entry reaches at most one turn. Expired entries,
-        entries of plugins whose prompt injection is disabled and later duplicates of
-        an idempotency key are dropped.
+        Expired and gated entries, later duplicates of an idempotency key and entries
+        under a live claim of a turn (in any process) are left out.
         """
         _check_session_key(session_key)
-        now = self._now_ms()
-        with self._lock:
-            drained = self.store.drain(_QUEUE_NS, session_key)
-            delivered = self._deliverable(drained, now)
-            dropped = len(drained) - len(delivered)
-            for entry in delivered:
-                key = entry.get("idempotency_key")
-                if key is not None:
-                    self.store.put(
-                        _DELIVERED_NS,
-                        _key(session_key, entry["plugin_id"], key),
-                        {"id": entry["id"], "until_ms": now + DELIVERED_KEY_RETENTION_MS},
-                    )
-        if dropped:
-            log.info("session injections: %d expired, gated or duplicate entries dropped", dropped)
-        return delivered
+        return _injections.pending(self, session_key)
+
+    def claim_injections(self, session_key: str, *, lease_ms: int | None = None) -> InjectionClaim:
+        """Claim the deliverable injections of ``session_key`` for one turn.
+
+        The entries stay in the store, leased to a new owner for ``lease_ms``
+        (default :attr:`injection_lease_ms`): no other turn, in this process or
+        another, gets them while the lease is live. Call :meth:`ack_injections` once
+        the prompt that uses them is built; without it (the turn failed or the process
+        crashed) they return to the queue when the lease runs out. Expired entries,
+        entries of plugins whose prompt injection is disabled and entries whose
+        idempotency key was already delivered are dropped here, in the same
+        transaction.
+        """
+        _check_session_key(session_key)
+        lease = self.injection_lease_ms if lease_ms is None else lease_ms
+        if isinstance(lease, bool) or not isinstance(lease, int) or lease <= 0:
+            raise SessionStateError(
+                f"claim_injections: lease_ms must be a positive integer, got {lease!r}"
+            )
+        return _injections.claim(self, session_key, lease)
+
+    def ack_injections(self, claim: InjectionClaim) -> int:
+        """Acknowledge a claim: its entries were put into a prompt.
+
+        Removes them from the queue and marks their idempotency keys delivered (for
+        :data:`DELIVERED_KEY_RETENTION_MS`) in one transaction; returns how many entries
+        this claim still held (fewer when its lease ran out and another turn claimed
+        them, or the session was reset meanwhile).
+        """
+        return _injections.ack(self, claim)
+
+    def release_injections(self, claim: InjectionClaim) -> int:
+        """Give a claim back unused (the turn failed before its prompt was built).
+
+        The entries are claimable again at once, in their place; nothing is marked
+        delivered. Returns how many entries the claim still held.
+        """
+        return _injections.release(self, claim)
+
+    def drain_injections(self, session_key: str) -> list[dict[str, Any]]:
+        """Claim and acknowledge at once: remove and return the deliverable injections.
+
+        For callers that use the entries right away. A turn that builds a prompt from
+        them should use :meth:`claim_injections` and :meth:`ack_injections` instead, so
+        that a crash in between loses nothing.
+        """
+        claim = self.claim_injections(session_key)
+        self.ack_injections(claim)
+        return claim.entries
 
     # -- cleanup ----------------------------------------------------------------------
 
@@ -380,9 +384,10 @@ class SessionServices:
         for plugin_id in self._plugins():
             self._call_cleanups(plugin_id, reason, session_key)
         if reason in _DESTRUCTIVE:
-            with self._lock:
+            with self.store.atomic(_ext_lock(session_key), _queue_lock(session_key)):
                 self.store.delete_prefix(_EXT_NS, _key(session_key))
                 self.store.clear_queue(_QUEUE_NS, session_key)
+                self.store.delete_prefix(_CLAIMS_NS, _key(session_key))
                 self.store.delete_prefix(_DELIVERED_NS, _key(session_key))
                 self.store.delete(_INDEX_NS, _key(session_key))
 
@@ -400,23 +405,31 @@ class SessionServices:
             return
         if reason == "disable":
             self._forget(plugin_id)
-        with self._lock:
-            for key, _ in self.store.items(_EXT_NS):
-                if _split(key)[1] == plugin_id:
-                    self.store.delete(_EXT_NS, key)
-            for key, _ in self.store.items(_DELIVERED_NS):
-                if _split(key)[1] == plugin_id:
-                    self.store.delete(_DELIVERED_NS, key)
-            for index_key, _ in self.store.items(_INDEX_NS):
-                session_key = _split(index_key)[0]
-                entries = self.store.drain(_QUEUE_NS, session_key)
-                kept = [
-                    e for e in entries if isinstance(e, dict) and e.get("plugin_id") != plugin_id
+        store = self.store
+        for key, _ in store.items(_EXT_NS):
+            if _split(key)[1] == plugin_id:
+                with store.atomic(_ext_lock(_split(key)[0])):
+                    store.delete(_EXT_NS, key)
+        for key, _ in store.items(_DELIVERED_NS):
+            if _split(key)[1] == plugin_id:
+                store.delete(_DELIVERED_NS, key)
+        for index_key, _ in store.items(_INDEX_NS):
+            session_key = _split(index_key)[0]
+            with store.atomic(_queue_lock(session_key)):
+                # Claim, ack this plugin's entries, release the rest: the others keep
+                # their place, and turns keep their live claims.
+                owner = f"cleanup-{uuid.uuid4().hex}"
+                claimed = store.claim(_QUEUE_NS, session_key, owner=owner, lease_ms=60_000)
+                doomed = [
+                    seq
+                    for seq, e in claimed
+                    if not isinstance(e, dict) or e.get("plugin_id") == plugin_id
                 ]
-                for entry in kept:
-                    self.store.append(_QUEUE_NS, session_key, entry)
-                if not kept:
-                    self.store.delete(_INDEX_NS, index_key)
+                store.ack(_QUEUE_NS, session_key, doomed, owner=owner)
+                kept = [seq for seq, _ in claimed if seq not in set(doomed)]
+                store.release(_QUEUE_NS, session_key, kept, owner=owner)
+                if not store.peek(_QUEUE_NS, session_key):
+                    store.delete(_INDEX_NS, index_key)
 
     def restart(self) -> None:
         """The runtime restarts: every plugin's callbacks get ``restart``; state is kept."""
@@ -459,11 +472,6 @@ class SessionServices:
             return
         task = loop.create_task(run())
         self.host.tracker.track(task, f"{plugin_id}:session_cleanup")
-
-
-def _expired(entry: Mapping[str, Any], now_ms: int) -> bool:
-    expires = entry.get("expires_at_ms")
-    return isinstance(expires, int) and expires <= now_ms
 
 
 def _call_flexible(callback: Callable[..., Any], reason: str, session_key: str | None) -> Any:

@@ -19,6 +19,7 @@ from agentplug.core.errors import AgentplugError
 __all__ = [
     "CLEANUP_REASONS",
     "DELIVERED_KEY_RETENTION_MS",
+    "INJECTION_LEASE_MS",
     "MAX_EXTENSION_STATE_BYTES",
     "MAX_INJECTION_METADATA_BYTES",
     "MAX_INJECTION_TEXT_BYTES",
@@ -44,11 +45,32 @@ MAX_PENDING_PER_PLUGIN = 32
 """Pending injections one plugin may have queued for one session."""
 DELIVERED_KEY_RETENTION_MS = 24 * 60 * 60 * 1000
 """How long a delivered ``idempotency_key`` keeps collapsing later duplicates."""
+INJECTION_LEASE_MS = 120_000
+"""How long a turn holds the injections it claimed before acknowledging them.
+
+Longer than the prompt hooks' default timeouts added up (``agent_turn_prepare``,
+``before_model_resolve``, ``before_prompt_build``: 30 s each; ``before_agent_start``:
+15 s), so a slow but live turn keeps its claim. A turn that crashed gives its entries
+back this long after its claim. ``host.sessions.injection_lease_ms`` overrides it.
+"""
 
 _EXT_NS = "session.ext"
 _QUEUE_NS = "session.injections"
 _DELIVERED_NS = "session.injections.delivered"
 _INDEX_NS = "session.injections.sessions"
+_CLAIMS_NS = "session.injections.claims"
+
+
+def _queue_lock(session_key: str) -> str:
+    """The :meth:`StateStore.atomic` lock of one session's injection queue."""
+    return f"session.injections:{session_key}"
+
+
+def _ext_lock(session_key: str) -> str:
+    """The :meth:`StateStore.atomic` lock of one session's extension state."""
+    return f"session.ext:{session_key}"
+
+
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
