@@ -94,14 +94,32 @@ class SQLiteStore:
                 isolation_level=None,
                 check_same_thread=False,
             )
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
             db.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+            self._enable_wal(db)
+            db.execute("PRAGMA synchronous=FULL")
             self._local.db = db
             self._local.depth = 0
             with self._lock:
                 self._connections.append(db)
         return db
+
+    def _enable_wal(self, db: sqlite3.Connection) -> None:
+        # WAL is recorded in the file, so usually only its creator switches it. While another
+        # process opens or recovers the file, SQLite may answer "database is locked" here
+        # without calling the busy handler: retry until the busy timeout runs out.
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        delay = 0.002
+        while True:
+            try:
+                row = db.execute("PRAGMA journal_mode").fetchone()
+                if row and str(row[0]).lower() != "wal":
+                    db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
