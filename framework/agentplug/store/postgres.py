@@ -257,8 +257,23 @@ class PostgresStore:
         means a new database.
         """
 
+        def current(conn: psycopg.Connection[Any]) -> int:
+            if conn.execute("SELECT to_regclass('agentplug_meta') IS NULL").fetchone() != (False,):
+                return 0
+            row = conn.execute(
+                "SELECT value FROM agentplug_meta WHERE key='schema_version'"
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        # Up to date: no DDL at all. ALTER TABLE takes an exclusive table lock even when
+        # nothing changes, which would deadlock against gateways already writing.
+        if self._run(current, repeatable=True) == SCHEMA_VERSION:
+            return SCHEMA_VERSION
+
         def work(conn: psycopg.Connection[Any]) -> int:
             self._lock(conn, [_MIGRATE_LOCK])
+            if current(conn) == SCHEMA_VERSION:
+                return SCHEMA_VERSION  # another process migrated while this one waited
             had = conn.execute(
                 "SELECT to_regclass('agentplug_meta') IS NOT NULL,"
                 " to_regclass('agentplug_kv') IS NOT NULL"
