@@ -106,12 +106,7 @@ def test_four_processes_enqueueing_and_draining_1000_shared_keys_deliver_each_on
     ]
     try:
         for rnd in range(ROUNDS):
-            url = store_url
-            if store_url.startswith("sqlite:///"):
-                url = f"sqlite:///{tmp_path / f'round{rnd}.sqlite3'}"
-                open_store_url(url).close()  # created (WAL, schema) before the workers race
-            else:
-                _drain_all(url)  # the previous round left nothing; start empty anyway
+            url = _fresh(store_url, tmp_path, f"round{rnd}")
             for w in workers:
                 assert w.stdin is not None
                 w.stdin.write(f"go {rnd} {url}\n")
@@ -195,12 +190,21 @@ def _drainer(url: str, log: Path, lease_ms: int, mode: str = "loop") -> subproce
 
 
 def _fresh(store_url: str, tmp_path: Path, name: str) -> str:
+    """An empty store beside ``store_url``: idempotency keys remembered by an earlier
+    round must not swallow this round's enqueues. Created (schema, WAL) before use."""
     if store_url.startswith("sqlite:///"):
         url = f"sqlite:///{tmp_path / f'{name}.sqlite3'}"
-        open_store_url(url).close()
-        return url
-    _drain_all(store_url)
-    return store_url
+    else:
+        import psycopg
+
+        base, _, _db = store_url.rpartition("/")
+        database = f"{_db}_{name}"
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {database}")
+        url = f"{base}/{database}"
+    open_store_url(url).close()
+    return url
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
