@@ -30,6 +30,7 @@ __all__ = [
     "ApprovalVerdict",
     "Decision",
     "PendingApproval",
+    "ResolveReply",
     "VerdictResolution",
     "parse_decision",
 ]
@@ -148,3 +149,14 @@ def _clean(text: str, limit: int = 4_000) -> str:
     """Drop control characters (terminal escape injection) and bound the length."""
     cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class ResolveReply:
+    """The answer to a host/chat resolution attempt (``str()`` is the message)."""
+
+    ok: bool
+    message: str
+
+    def __str__(self) -> str:
+        return self.message

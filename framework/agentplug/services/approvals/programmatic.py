@@ -14,6 +14,7 @@ from typing import Any
 from agentplug.services.approvals.models import (
     Decision,
     PendingApproval,
+    ResolveReply,
     _clean,
     parse_decision,
 )
@@ -22,17 +23,6 @@ from agentplug.store import StateStore, StateStoreUnavailable
 __all__ = ["ProgrammaticResolver", "ResolveReply"]
 
 log = logging.getLogger("agentplug.approvals")
-
-
-@dataclass(frozen=True)
-class ResolveReply:
-    """The answer to a host/chat resolution attempt (``str()`` is the message)."""
-
-    ok: bool
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
 
 
 @dataclass

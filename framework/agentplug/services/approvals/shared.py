@@ -26,8 +26,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from agentplug.services.approvals.models import PendingApproval, parse_decision
-from agentplug.services.approvals.programmatic import ResolveReply
+from agentplug.services.approvals.models import PendingApproval, ResolveReply, parse_decision
 from agentplug.store import StateStore
 
 __all__ = [

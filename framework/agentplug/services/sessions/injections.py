@@ -27,7 +27,7 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from agentplug.services.sessions.state import (
     _CLAIMS_NS,
@@ -39,9 +39,20 @@ from agentplug.services.sessions.state import (
     _key,
     _queue_lock,
 )
+from agentplug.store import StateStore
 
-if TYPE_CHECKING:
-    from agentplug.services.sessions.services import SessionServices
+
+class SessionServices(Protocol):
+    """What these functions use of :class:`~agentplug.services.sessions.SessionServices`
+    (a protocol, so this module does not import the class that calls it)."""
+
+    @property
+    def store(self) -> StateStore: ...
+
+    def _now_ms(self) -> int: ...
+
+    def prompt_injection_allowed(self, plugin_id: str) -> bool: ...
+
 
 __all__ = ["InjectionClaim"]
 
