@@ -39,12 +39,17 @@ class GatewayEvent(Event):
 
 
 class CronContext(Context):
-    """Context of cron hooks: the reconciled scheduler and its abort signal."""
+    """Context of cron hooks: the reconciled scheduler, its abort signal and the leader."""
 
     get_cron: Callable[[], Any] | None = Field(default=None, exclude=True)
     """Returns the exact scheduler instance that finished reconciling."""
     abort_signal: Any = Field(default=None, exclude=True)
     """Aborted when a newer scheduler is prepared or shutdown starts."""
+    leader: str | None = None
+    """The gateway that holds the cron lease, as this gateway last saw it (``None`` when
+    no shared store coordinates cron, or when no gateway holds the lease)."""
+    is_leader: bool = True
+    """Whether this gateway runs the scheduled jobs (``True`` without a shared store)."""
 
 
 class CronReconciledEvent(Event):
@@ -208,7 +213,9 @@ def cron_reconciled(event: CronReconciledEvent, ctx: CronContext) -> None:
 
     ``ctx.get_cron()`` returns that scheduler snapshot; ``ctx.abort_signal`` is aborted
     when a newer scheduler is prepared or shutdown starts: pass it to every durable
-    side effect and do not accept the snapshot after it aborted.
+    side effect and do not accept the snapshot after it aborted. With several gateways
+    on one shared store, ``ctx.leader`` names the gateway holding the cron lease and
+    ``ctx.is_leader`` says whether it is this one; it fires again when the lease moves.
     """
 
 

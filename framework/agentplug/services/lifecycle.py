@@ -319,6 +319,10 @@ class CronService:
         self._scheduler: Any = None
         self.generation = 0
         """How many schedulers were adopted."""
+        self.leader: str | None = None
+        """The gateway holding the cron lease, as last reconciled (``None``: no lease)."""
+        self.is_leader = True
+        """Whether this gateway runs the jobs, as last reconciled."""
 
     @property
     def scheduler(self) -> Any:
@@ -343,14 +347,28 @@ class CronService:
         reason: Literal["startup", "reload"] = "startup",
         *,
         enabled: bool | None = None,
+        leader: str | None = None,
+        is_leader: bool = True,
     ) -> DispatchResult[Any]:
-        """Adopt ``scheduler`` and dispatch ``cron_reconciled`` for it."""
+        """Adopt ``scheduler`` and dispatch ``cron_reconciled`` for it.
+
+        ``leader`` and ``is_leader`` (``ctx.leader``, ``ctx.is_leader``) report which
+        gateway holds the cron lease when several share a store (see
+        :class:`~agentplug.services.cron_cluster.ClusterCron`); later ``cron_changed``
+        contexts carry the same values.
+        """
         controller = self.prepare("superseded by a newer scheduler")
         self._scheduler = scheduler
         self.generation += 1
+        self.leader, self.is_leader = leader, is_leader
         if enabled is None:
             enabled = bool(getattr(scheduler, "enabled", True))
-        ctx = CronContext(get_cron=lambda: scheduler, abort_signal=controller.signal)
+        ctx = CronContext(
+            get_cron=lambda: scheduler,
+            abort_signal=controller.signal,
+            leader=leader,
+            is_leader=is_leader,
+        )
         return await self.host.dispatch(
             "cron_reconciled", {"reason": reason, "enabled": enabled}, ctx
         )
@@ -368,7 +386,7 @@ class CronService:
         snapshot = job if isinstance(job, CronJob) else CronJob.model_validate(job)
         if reason == "scheduled" and next_run_at_ms is None:
             next_run_at_ms = snapshot.state.next_run_at_ms
-        ctx = CronContext(abort_signal=self.signal)
+        ctx = CronContext(abort_signal=self.signal, leader=self.leader, is_leader=self.is_leader)
         return await self.host.dispatch(
             "cron_changed",
             {
