@@ -80,6 +80,10 @@ _LAZY = {
     "send_message": "agentplug.services.turns",
     "ShutdownFinalizer": "agentplug.services.lifecycle",
     "CronService": "agentplug.services.lifecycle",
+    "ClusterCron": "agentplug.services.cron_cluster",
+    "CronLease": "agentplug.services.cron_cluster",
+    "CronRun": "agentplug.services.cron_cluster",
+    "CronTick": "agentplug.services.cron_cluster",
     "CustomActionDef": "agentplug.actions.custom",
     "CustomActionServices": "agentplug.actions.custom",
     "load_custom_actions": "agentplug.actions.custom",
@@ -167,6 +171,7 @@ if TYPE_CHECKING:
     from agentplug.security.execenv import filter_exec_env
     from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
     from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
+    from agentplug.services.cron_cluster import ClusterCron, CronLease, CronRun, CronTick
     from agentplug.services.lifecycle import CronService, ShutdownFinalizer
     from agentplug.services.modelcalls import upstream_request_id_hash
     from agentplug.services.replies import ReplyDispatcher
@@ -196,10 +201,14 @@ __all__ = [
     "AgentplugError",
     "ApprovalBroker",
     "CallIds",
+    "ClusterCron",
     "ConfigError",
     "ConfigFileError",
     "Context",
+    "CronLease",
+    "CronRun",
     "CronService",
+    "CronTick",
     "CustomActionDef",
     "CustomActionServices",
     "DataFileError",
