@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from agentplug.store import STATE_URL_ENV
+
 __all__ = ["STATE_URL_ENV", "TOKEN_ENV", "add_remote_commands", "cmd_pending", "cmd_resolve"]
 
 TOKEN_ENV = "AGENTPLUG_API_TOKEN"
@@ -59,9 +61,6 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
         message = data.get("error") or data.get("detail") or response.reason_phrase
         raise SystemExit(f"agentplug approvals: {response.status_code}: {message}")
     return data
-
-
-STATE_URL_ENV = "AGENTPLUG_STATE_URL"
 
 
 def _store(args: argparse.Namespace) -> Any:

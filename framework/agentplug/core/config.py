@@ -10,6 +10,7 @@ Shape (snake_case or the seed's camelCase)::
                                                 "allow_prompt_injection": true},
                                       "contracts": {"trusted_tool_policies": []}}}},
      "runtime": {"default_timeout_ms": 30000, "shutdown_timeout_ms": 5000},
+     "state": {"url": "postgresql://host/db", "retry_ms": 5000},
      "customActions": [...]}
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from agentplug.core.datafiles import DataFileError, read_data_file
@@ -35,6 +36,7 @@ __all__ = [
     "PluginEntry",
     "PluginsConfig",
     "RuntimeSettings",
+    "StateSettings",
     "load_config",
 ]
 
@@ -94,6 +96,33 @@ class RuntimeSettings(_Strict):
     """Folder of the durable state store (SQLite); in memory when unset."""
 
 
+STATE_URL_SCHEMES = ("postgresql://", "postgres://", "sqlite:///", "memory:")
+"""What ``state.url`` may start with."""
+
+
+class StateSettings(_Strict):
+    """``state``: which store holds grants, pending approvals, session state and queues.
+
+    ``$AGENTPLUG_STATE_URL`` wins over ``url``; with neither, the store is SQLite under
+    ``runtime.state_dir`` (in memory when that is unset too).
+    """
+
+    url: str | None = None
+    """``postgresql://user@host:5432/db``, ``sqlite:///path/state.sqlite3`` or ``memory:``."""
+    retry_ms: Annotated[int, Field(strict=True, ge=0, le=MAX_TIMEOUT_MS)] = 5_000
+    """How long a PostgreSQL call retries a lost connection before it fails."""
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(STATE_URL_SCHEMES):
+            raise ValueError(
+                "unknown store scheme; use postgresql://user@host:5432/db, "
+                "sqlite:///path/state.sqlite3 or memory:"
+            )
+        return value
+
+
 class AgentplugConfig(BaseModel):
     """The whole operator config. Unknown top-level keys are kept (shared host files)."""
 
@@ -103,6 +132,7 @@ class AgentplugConfig(BaseModel):
 
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     runtime: RuntimeSettings = Field(default_factory=RuntimeSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
     security: dict[str, Any] = Field(default_factory=dict)
     """``install_policy`` and related settings (validated by their services)."""
     actions: dict[str, Any] = Field(default_factory=dict)
@@ -140,6 +170,10 @@ def _issues(exc: ValidationError) -> list[tuple[str, str]]:
             close = difflib.get_close_matches(str(err["loc"][-1]), _keys_at(err["loc"][:-1]), n=1)
             hint = f"did you mean {close[0]!r}?" if close else "check the spelling"
             problem = f"unknown setting; {hint} (see `agentplug config schema`)"
+        elif key == "state.url":
+            # The URL may hold a password: name the scheme only.
+            got = str(err.get("input")).split("://")[0].split(":")[0]
+            problem = f"{err['msg'].removeprefix('Value error, ')} (got scheme {got!r})"
         else:
             problem = f"{err['msg']} (got {err.get('input')!r})"
         issues.append((key, problem))

@@ -12,22 +12,32 @@ own implementation of :class:`StateStore`.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import StateStore, StateStoreUnavailable
+from agentplug.store.base import StateStore, StateStoreUnavailable, StateUrlError
 from agentplug.store.memory import MemoryStore
 from agentplug.store.sqlite import SQLiteStore
 
 __all__ = [
+    "STATE_URL_ENV",
     "MemoryStore",
     "SQLiteStore",
     "StateStore",
     "StateStoreUnavailable",
+    "StateUrlError",
+    "configured_state_url",
     "host_store",
     "open_store",
     "open_store_url",
+    "store_display_url",
+    "store_from_config",
 ]
+
+STATE_URL_ENV = "AGENTPLUG_STATE_URL"
+"""The environment variable naming the state store; it wins over the config's ``state.url``."""
 
 
 def open_store(state_dir: str | Path | None) -> StateStore:
@@ -37,24 +47,99 @@ def open_store(state_dir: str | Path | None) -> StateStore:
     return SQLiteStore(Path(state_dir) / "state.sqlite3")
 
 
-def open_store_url(url: str) -> StateStore:
+def open_store_url(url: str, *, retry_ms: int | None = None, migrate: bool = True) -> StateStore:
     """The store a URL names: ``sqlite:///path/state.sqlite3``, ``memory:`` or
-    ``postgresql://...`` (the ``postgres`` extra; psycopg is imported only then)."""
+    ``postgresql://...`` (the ``postgres`` extra; psycopg is imported only then).
+
+    ``retry_ms`` is PostgreSQL's retry budget for lost connections (default 5000).
+    ``migrate=False`` opens a durable store without creating or upgrading its schema
+    (``agentplug state check`` and ``doctor`` look without changing anything).
+    Raises :class:`StateUrlError` for an unknown scheme and :class:`StateStoreUnavailable`
+    when the database cannot be reached.
+    """
     if url in ("memory:", "memory://"):
         return MemoryStore()
     if url.startswith("sqlite:///"):
         # sqlite:///relative/file or sqlite:////absolute/file
-        return SQLiteStore(url[len("sqlite:///") :])
+        return SQLiteStore(url[len("sqlite:///") :], migrate=migrate)
     if url.startswith(("postgresql://", "postgres://")):
-        from agentplug.store.postgres import PostgresStore
-
-        return PostgresStore(url)
-    raise ValueError(
+        try:
+            from agentplug.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise StateUrlError(
+                f"state.url postgresql://...: the PostgreSQL store needs the 'postgres' extra "
+                f"({exc.name or exc} is missing); pip install 'agentplug[postgres]'"
+            ) from None
+        if retry_ms is None:
+            return PostgresStore(url, migrate=migrate)
+        return PostgresStore(url, retry_ms=retry_ms, migrate=migrate)
+    raise StateUrlError(
         f"state.url {url.split('://')[0]!r}: unknown store scheme; use postgresql://..., "
         "sqlite:///path or memory:"
     )
 
 
+def configured_state_url(
+    config: Any = None, environ: Mapping[str, str] | None = None
+) -> tuple[str | None, str]:
+    """The state URL the operator chose and where it came from: ``$AGENTPLUG_STATE_URL``
+    (an empty value counts as unset), else the config's ``state.url``, else ``(None, "")``."""
+    env = os.environ if environ is None else environ
+    if env.get(STATE_URL_ENV):
+        return env[STATE_URL_ENV], f"${STATE_URL_ENV}"
+    url = getattr(getattr(config, "state", None), "url", None)
+    if url:
+        return str(url), "state.url"
+    return None, ""
+
+
+def store_from_config(
+    config: Any = None,
+    state_dir: str | Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    migrate: bool = True,
+) -> StateStore:
+    """The one way every gateway opens its store: ``$AGENTPLUG_STATE_URL``, else the
+    config's ``state.url`` (with ``state.retry_ms``), else SQLite in ``state_dir`` (else in
+    ``runtime.state_dir``), else in memory. Without a URL psycopg is never imported.
+
+    Raises :class:`StateUrlError` (one line naming the setting and the fix) for an unknown
+    scheme and :class:`StateStoreUnavailable` when the database cannot be reached.
+    """
+    url, source = configured_state_url(config, environ)
+    if url is None:
+        runtime = getattr(config, "runtime", None)
+        return open_store(state_dir or getattr(runtime, "state_dir", None))
+    retry_ms = getattr(getattr(config, "state", None), "retry_ms", None)
+    try:
+        return open_store_url(url, retry_ms=retry_ms, migrate=migrate)
+    except StateUrlError as exc:
+        message = str(exc)
+        if source != "state.url":
+            message = message.replace("state.url", source, 1)
+        raise StateUrlError(message) from None
+    except StateStoreUnavailable as exc:
+        if source == "state.url":
+            raise
+        message = str(exc).replace("check state.url", f"check {source}")
+        raise StateStoreUnavailable(message) from None
+
+
+def store_display_url(store: Any) -> str:
+    """The store's URL without credentials (``postgresql://host:port/db``, ``sqlite:///...``,
+    ``memory:``), for messages and ``agentplug state check``."""
+    shown = getattr(store, "display_url", None)
+    if isinstance(shown, str):
+        return shown
+    if isinstance(store, SQLiteStore):
+        return f"sqlite:///{store.path}"
+    if isinstance(store, MemoryStore):
+        return "memory:"
+    return type(store).__name__
+
+
 def host_store(host: Any) -> StateStore:
-    """The store of a host that was given none: under ``host.state_dir`` (service ``store``)."""
-    return open_store(host.state_dir)
+    """The store of a host that was given none (service ``store``): see
+    :func:`store_from_config` (``state.url``, else under ``host.state_dir``)."""
+    return store_from_config(host.config, host.state_dir)

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["SCHEMA_VERSION", "Claimed", "StateStore", "StateStoreUnavailable"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Claimed",
+    "StateStore",
+    "StateStoreUnavailable",
+    "StateUrlError",
+    "TransferableStore",
+    "split_records",
+]
 
 SCHEMA_VERSION = 2
 """The layout version every durable backend migrates to (``agentplug state migrate``)."""
@@ -20,6 +28,12 @@ class StateStoreUnavailable(RuntimeError):
     Callers that need a decision from the store fail closed on it: a tool call that
     needs an approval is blocked, never allowed.
     """
+
+
+class StateUrlError(ValueError):
+    """A state URL (``state.url``, ``$AGENTPLUG_STATE_URL``, ``--url``) that names no store
+    agentplug can open: an unknown scheme, or PostgreSQL without the ``postgres`` extra.
+    The message is one line naming the setting and the fix."""
 
 
 Claimed = tuple[int, Any]
@@ -130,6 +144,74 @@ class StateStore(Protocol):
     def close(self) -> None:
         """Release resources."""
         ...
+
+
+@runtime_checkable
+class TransferableStore(Protocol):
+    """A store ``agentplug state export|import`` can copy (every built-in backend).
+
+    Records are plain dicts, one of three kinds::
+
+        {"kind": "kv", "namespace": ..., "key": ..., "value": ...}
+        {"kind": "queue", "namespace": ..., "queue": ..., "seq": 7, "value": ...,
+         "claim_owner": "gw-1" or None, "claimed_until": 1700000000.5}
+        {"kind": "channel", "channel": ..., "version": 3}
+    """
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """Every record, from one consistent snapshot: keys sorted by namespace then key,
+        queue entries in sequence order with their claim, then channel versions."""
+        ...
+
+    def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
+        """Write ``records`` in one transaction, keeping queue sequence numbers and claims;
+        return how many. Raises :class:`ValueError` when the store is not empty, unless
+        ``replace`` (everything in it is removed first), or for a malformed record."""
+        ...
+
+
+KvRow = tuple[str, str, str]
+QueueRow = tuple[int, str, str, str, str | None, float]
+ChannelRow = tuple[str, int]
+
+
+def split_records(
+    records: Iterable[Mapping[str, Any]],
+) -> tuple[list[KvRow], list[QueueRow], list[ChannelRow]]:
+    """Check ``records`` (see :class:`TransferableStore`) and split them into table rows
+    (values re-encoded as JSON text); records of another ``kind`` (a header) are skipped."""
+    kv: list[KvRow] = []
+    queue: list[QueueRow] = []
+    channels: list[ChannelRow] = []
+    seqs: set[int] = set()
+    for number, record in enumerate(records, 1):
+        kind = record.get("kind")
+        try:
+            if kind == "kv":
+                kv.append((str(record["namespace"]), str(record["key"]), _dump(record["value"])))
+            elif kind == "queue":
+                seq = int(record["seq"])
+                if seq in seqs:
+                    raise ValueError(f"queue seq {seq} appears twice")
+                seqs.add(seq)
+                owner = record.get("claim_owner")
+                queue.append(
+                    (
+                        seq,
+                        str(record["namespace"]),
+                        str(record["queue"]),
+                        _dump(record["value"]),
+                        None if owner is None else str(owner),
+                        float(record.get("claimed_until") or 0.0),
+                    )
+                )
+            elif kind == "channel":
+                channels.append((str(record["channel"]), int(record["version"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"record {number} ({kind}): {what}") from None
+    queue.sort()
+    return kv, queue, channels
 
 
 def _dump(value: Any) -> str:
