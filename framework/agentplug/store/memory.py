@@ -6,11 +6,11 @@ import copy
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from agentplug.store.base import Claimed, _dump
+from agentplug.store.base import Claimed, _dump, split_records
 
 __all__ = ["MemoryStore"]
 
@@ -165,6 +165,45 @@ class MemoryStore:
                 raise
             finally:
                 self._depth = 0
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """Every key, queue entry (with its claim) and channel version, from one snapshot."""
+        with self._lock:
+            kv = sorted(self._kv.items())
+            entries = sorted(
+                (row[0], ns, queue, row[1], row[2], row[3])
+                for (ns, queue), rows in self._queues.items()
+                for row in rows
+            )
+            versions = sorted(self._versions.items())
+        for (ns, key), raw in kv:
+            yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
+        for seq, ns, queue, raw, owner, until in entries:
+            yield {
+                "kind": "queue",
+                "namespace": ns,
+                "queue": queue,
+                "seq": seq,
+                "value": json.loads(raw),
+                "claim_owner": owner,
+                "claimed_until": until,
+            }
+        for channel, version in versions:
+            yield {"kind": "channel", "channel": channel, "version": version}
+
+    def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
+        """Write exported records at once (see ``TransferableStore.load``)."""
+        kv, queue, channels = split_records(records)
+        with self._lock:
+            if not replace and (self._kv or self._queues or self._versions):
+                raise ValueError("the target store (memory:) is not empty")
+            self._kv = {(ns, key): raw for ns, key, raw in kv}
+            self._queues = {}
+            for seq, ns, name, raw, owner, until in queue:
+                self._queues.setdefault((ns, name), []).append([seq, raw, owner, until])
+            self._versions = dict(channels)
+            self._seq = max([self._seq, *(row[0] for row in queue)])
+        return len(kv) + len(queue) + len(channels)
 
     def close(self) -> None:
         return None

@@ -10,7 +10,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -18,7 +18,13 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import psycopg_pool
 
-from agentplug.store.base import SCHEMA_VERSION, Claimed, StateStoreUnavailable, _dump
+from agentplug.store.base import (
+    SCHEMA_VERSION,
+    Claimed,
+    StateStoreUnavailable,
+    _dump,
+    split_records,
+)
 
 __all__ = ["PostgresStore", "redact_url"]
 
@@ -96,6 +102,7 @@ class PostgresStore:
         pool_max: int = 8,
         retry_ms: int = 5000,
         connect_timeout_s: float = 5.0,
+        migrate: bool = True,
     ) -> None:
         self.url = url
         self.display_url = redact_url(url)
@@ -126,7 +133,8 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=connect_timeout_s)
         except _RETRYABLE as exc:
             raise self._unavailable(exc, start=True) from None
-        self.migrated_from = self.migrate()
+        self.migrated_from = self.migrate() if migrate else self.schema_version()
+        """The schema version found on opening (``0``: a new database)."""
 
     # -- failures -------------------------------------------------------------
 
@@ -257,16 +265,9 @@ class PostgresStore:
         means a new database.
         """
 
-        def current(conn: psycopg.Connection[Any]) -> int:
-            if conn.execute("SELECT to_regclass('agentplug_meta') IS NULL").fetchone() != (False,):
-                return 0
-            row = conn.execute(
-                "SELECT value FROM agentplug_meta WHERE key='schema_version'"
-            ).fetchone()
-            return int(row[0]) if row else 0
-
         # Up to date: no DDL at all. ALTER TABLE takes an exclusive table lock even when
         # nothing changes, which would deadlock against gateways already writing.
+        current = self._current_version
         if self._run(current, repeatable=True) == SCHEMA_VERSION:
             return SCHEMA_VERSION
 
@@ -295,10 +296,21 @@ class PostgresStore:
 
         return self._run(work, repeatable=True)
 
-    def schema_version(self) -> int:
-        """The layout version recorded in the database."""
-        row = self._fetchone("SELECT value FROM agentplug_meta WHERE key='schema_version'", ())
+    @staticmethod
+    def _current_version(conn: psycopg.Connection[Any]) -> int:
+        have = conn.execute(
+            "SELECT to_regclass('agentplug_meta') IS NOT NULL,"
+            " to_regclass('agentplug_kv') IS NOT NULL"
+        ).fetchone()
+        if not have or not have[0]:
+            return 1 if have and have[1] else 0
+        row = conn.execute("SELECT value FROM agentplug_meta WHERE key='schema_version'").fetchone()
         return int(row[0]) if row else 0
+
+    def schema_version(self) -> int:
+        """The layout version recorded in the database (``1``: tables without a version
+        row, ``0``: no tables)."""
+        return self._run(self._current_version, repeatable=True)
 
     # -- helpers --------------------------------------------------------------
 
@@ -435,6 +447,77 @@ class PostgresStore:
             (namespace, queue, owner, [int(s) for s in seqs]),
             repeatable=True,
         )
+
+    # -- export / import (agentplug state export|import) ---------------------------------
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """Every key, queue entry (with its claim) and channel version, from one snapshot."""
+
+        def work(conn: psycopg.Connection[Any]) -> list[list[tuple[Any, ...]]]:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            return [
+                conn.execute(sql).fetchall()
+                for sql in (
+                    "SELECT namespace, key, value FROM agentplug_kv ORDER BY namespace, key",
+                    "SELECT seq, namespace, queue, value, claim_owner, claimed_until"
+                    " FROM agentplug_queue ORDER BY seq",
+                    "SELECT channel, version FROM agentplug_signals ORDER BY channel",
+                )
+            ]
+
+        kv, queue, channels = self._run(work, repeatable=True)
+        for ns, key, raw in kv:
+            yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
+        for seq, ns, name, raw, owner, until in queue:
+            yield {
+                "kind": "queue",
+                "namespace": ns,
+                "queue": name,
+                "seq": int(seq),
+                "value": json.loads(raw),
+                "claim_owner": owner,
+                "claimed_until": float(until or 0.0),
+            }
+        for channel, version in channels:
+            yield {"kind": "channel", "channel": channel, "version": int(version)}
+
+    def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
+        """Write exported records in one transaction (see ``TransferableStore.load``)."""
+        kv, queue, channels = split_records(records)
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            self._lock(conn, [_MIGRATE_LOCK])
+            tables = ("agentplug_kv", "agentplug_queue", "agentplug_signals")
+            if not replace:
+                for table in tables:
+                    if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
+                        raise ValueError(
+                            f"the target store {self.display_url} is not empty (table {table})"
+                        )
+            for table in tables:
+                conn.execute(f"DELETE FROM {table}")
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO agentplug_kv(namespace, key, value, updated)"
+                    f" VALUES (%s, %s, %s, {_NOW})",
+                    kv,
+                )
+                cur.executemany(
+                    "INSERT INTO agentplug_queue(seq, namespace, queue, value, claim_owner,"
+                    f" claimed_until, created) VALUES (%s, %s, %s, %s, %s, %s, {_NOW})",
+                    queue,
+                )
+                cur.executemany(
+                    "INSERT INTO agentplug_signals(channel, version) VALUES (%s, %s)", channels
+                )
+            # New entries continue after the highest imported sequence number.
+            conn.execute(
+                "SELECT setval(pg_get_serial_sequence('agentplug_queue', 'seq'),"
+                " COALESCE((SELECT max(seq) FROM agentplug_queue), 0) + 1, false)"
+            )
+            return len(kv) + len(queue) + len(channels)
+
+        return self._run(work, repeatable=False)
 
     # -- change channels ------------------------------------------------------
 

@@ -6,12 +6,12 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import SCHEMA_VERSION, Claimed, _dump
+from agentplug.store.base import SCHEMA_VERSION, Claimed, _dump, split_records
 
 __all__ = ["SQLiteStore"]
 
@@ -44,14 +44,17 @@ class SQLiteStore:
     whole block. Commits use ``synchronous=FULL``: a confirmed write survives a crash.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_ms: int = 10_000, migrate: bool = True
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._busy_timeout_ms = busy_timeout_ms
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        self.migrated_from = self.migrate()
+        self.migrated_from = self.migrate() if migrate else self.schema_version()
+        """The schema version found on opening (``0``: a new file)."""
 
     def migrate(self) -> int:
         """Create or upgrade the schema to :data:`SCHEMA_VERSION`; return the old version.
@@ -80,9 +83,14 @@ class SQLiteStore:
         return old
 
     def schema_version(self) -> int:
-        """The layout version recorded in the file."""
-        row = self._db().execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        """The layout version recorded in the file (``1``: tables without a version row,
+        ``0``: no tables)."""
+        db = self._db()
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        row = None
+        if "meta" in tables:
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        return int(row[0]) if row else (1 if "kv" in tables else 0)
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -304,6 +312,63 @@ class SQLiteStore:
             if current != seen or left <= 0:
                 return current
             time.sleep(min(_POLL_S, left))
+
+    # -- export / import (agentplug state export|import) ---------------------------------
+
+    def dump(self) -> Iterator[dict[str, Any]]:
+        """Every key, queue entry (with its claim) and channel version, from one snapshot."""
+        db = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None)
+        try:
+            db.execute("BEGIN")  # one read snapshot (WAL: writers go on meanwhile)
+            for ns, key, raw in db.execute(
+                "SELECT namespace, key, value FROM kv ORDER BY namespace, key"
+            ):
+                yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
+            for seq, ns, queue, raw, owner, until in db.execute(
+                "SELECT seq, namespace, queue, value, claim_owner, claimed_until FROM queue "
+                "ORDER BY seq"
+            ):
+                yield {
+                    "kind": "queue",
+                    "namespace": ns,
+                    "queue": queue,
+                    "seq": int(seq),
+                    "value": json.loads(raw),
+                    "claim_owner": owner,
+                    "claimed_until": float(until or 0.0),
+                }
+            for channel, version in db.execute(
+                "SELECT channel, version FROM signals ORDER BY channel"
+            ):
+                yield {"kind": "channel", "channel": channel, "version": int(version)}
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
+    def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
+        """Write exported records in one transaction (see ``TransferableStore.load``)."""
+        kv, queue, channels = split_records(records)
+        now = time.time()
+        with self._write() as db:
+            if not replace:
+                for table in ("kv", "queue", "signals"):
+                    if db.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
+                        raise ValueError(
+                            f"the target store {self.path} is not empty (table {table})"
+                        )
+            for table in ("kv", "queue", "signals"):
+                db.execute(f"DELETE FROM {table}")
+            db.executemany(
+                "INSERT INTO kv(namespace, key, value, updated) VALUES (?,?,?,?)",
+                [(*row, now) for row in kv],
+            )
+            db.executemany(
+                "INSERT INTO queue(seq, namespace, queue, value, claim_owner, claimed_until, "
+                "created) VALUES (?,?,?,?,?,?,?)",
+                [(*row, now) for row in queue],
+            )
+            db.executemany("INSERT INTO signals(channel, version) VALUES (?,?)", channels)
+        return len(kv) + len(queue) + len(channels)
 
     def close(self) -> None:
         with self._lock:
