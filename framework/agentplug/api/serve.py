@@ -8,7 +8,9 @@
    ``$AGENTPLUG_CONFIG``, else ``./agentplug.{toml,yaml,json}``; the ``customActions`` of a
    JSON config are what the CRUD endpoints edit) with its
    state store in the state directory (``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else
-   ``runtime.state_dir``, else ``.agentplug-state``), wires a
+   ``runtime.state_dir``, else ``.agentplug-state``; ``$AGENTPLUG_STATE_URL`` or ``state.url``
+   names a shared store instead, which must be reachable: otherwise serve exits 1 with one
+   line naming the store and the cause), wires a
    :class:`~agentplug.services.approvals.ProgrammaticResolver` into an
    :class:`~agentplug.services.approvals.ApprovalBroker` exposed as runtime service ``approvals``,
    loads the installed plugins and the actions, and fires ``gateway_start``;
@@ -139,15 +141,16 @@ def wire_approvals(host: PluginHost) -> ApprovalBroker:
     return broker
 
 
-def build_host(config: AgentplugConfig, state_dir: Path) -> PluginHost:
+def build_host(config: AgentplugConfig, state_dir: Path, store: Any = None) -> PluginHost:
     """The host ``agentplug serve`` runs: state and plugin manager in ``state_dir``,
     approvals wired, and its terminal runs (the API's, ``SHELL_COMMAND``'s and custom shell
-    actions') rooted at ``state_dir`` unless ``actions.shell.cwd`` is set. Raises
-    :class:`~agentplug.core.errors.ConfigError` for bad settings."""
+    actions') rooted at ``state_dir`` unless ``actions.shell.cwd`` is set. ``store`` is the
+    state store already opened (default: ``state.url``, else SQLite in ``state_dir``).
+    Raises :class:`~agentplug.core.errors.ConfigError` for bad settings."""
     from agentplug.actions.builtins.comms.runs import terminal_runs
     from agentplug.core.host import PluginHost
 
-    host = PluginHost(config, state_dir=state_dir)
+    host = PluginHost(config, state_dir=state_dir, store=store)
     wire_approvals(host)
     if host.actions.get_service("plugin_manager") is None:
         from agentplug.plugins.manager import PluginManager
@@ -180,6 +183,27 @@ def _state_dir(value: str | None, config: AgentplugConfig) -> Path:
     except OSError as exc:
         raise ServeError(f"cannot create state directory {str(path)!r}: {exc}") from None
     return path
+
+
+class _StoreRefused(Exception):
+    """The state store cannot be opened: serving without it would lose decisions."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _open_store(config: AgentplugConfig, state_dir: Path) -> Any:
+    """The host's state store, opened before anything is served (``state.url``, else
+    SQLite in ``state_dir``): an unreachable database stops the start with one line."""
+    from agentplug.store import StateStoreUnavailable, StateUrlError, store_from_config
+
+    try:
+        return store_from_config(config, state_dir)
+    except StateUrlError as exc:
+        raise _StoreRefused(str(exc), _EXIT_USAGE) from None
+    except StateStoreUnavailable as exc:
+        raise _StoreRefused(str(exc), _EXIT_FAILED) from None
 
 
 def _bind(address: str, port: int) -> socket.socket:
@@ -292,6 +316,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config, source = resolve_config(args.config, verbose=bool(getattr(args, "verbose", 0)))
         config_path = _editable_config(source.path)
         state_dir = _state_dir(args.state_dir, config)
+        store = _open_store(config, state_dir)
         if args.token_file:
             token, token_path = _read_token(Path(args.token_file)), None
         else:
@@ -300,8 +325,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (ServeError, AgentplugError) as exc:
         print(f"agentplug serve: error: {one_line(exc)}", file=sys.stderr)
         return _EXIT_USAGE if isinstance(exc, AgentplugError) else _EXIT_FAILED
+    except _StoreRefused as exc:
+        print(f"agentplug serve: error: {one_line(exc)}", file=sys.stderr)
+        return exc.code
     try:
-        return asyncio.run(_run(config, config_path, state_dir, token, token_path, sock))
+        return asyncio.run(_run(config, config_path, state_dir, token, token_path, sock, store))
     except AgentplugError as exc:  # invalid settings found while building or loading
         print(f"agentplug serve: error: {one_line(exc)}", file=sys.stderr)
         return _EXIT_USAGE
@@ -316,10 +344,11 @@ async def _run(
     token: str,
     token_path: Path | None,
     sock: socket.socket,
+    store: Any = None,
 ) -> int:
     from agentplug.api.app import create_app
 
-    host = build_host(config, state_dir)
+    host = build_host(config, state_dir, store)
     for problem in await start_host(host):
         print(f"agentplug serve: warning: {problem}", file=sys.stderr)
     app = create_app(host, token=token, state_dir=state_dir, config_path=config_path)

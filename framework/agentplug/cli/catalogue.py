@@ -126,6 +126,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print("doctor: 1 problem(s)")
         return EXIT_FAILED
     print(source.describe())
+    from agentplug.cli.state import store_status
+
+    # The state store: reachable, its schema version and the failures seen (read only).
+    store_lines, store_problems = store_status(config)
+    for line in store_lines:
+        print(line)
+    problems += store_problems
     known_top = set(AgentplugConfig.model_fields) | {
         f.alias for f in AgentplugConfig.model_fields.values() if f.alias
     }
@@ -185,7 +192,8 @@ def add_catalogue_commands(sub: Any) -> None:
     p = sub.add_parser(
         "doctor",
         help="validate config and plugins",
-        description="Say which config file is used, validate it and the installed plugins.",
+        description="Say which config file is used, validate it and the installed plugins, "
+        "and check the state store (reachable, schema version, failures seen).",
         epilog="exit status: 0 = no problem, 1 = problems (each one line)",
     )
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)

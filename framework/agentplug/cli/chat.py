@@ -53,6 +53,7 @@ def _runner(args: argparse.Namespace, resolver: Any) -> Any:
 
     config, _source = command_config(args)  # --config, $AGENTPLUG_CONFIG, ./agentplug.*
     host = PluginHost(config)
+    _ = host.store  # state.url must be reachable before the first turn (one line if not)
     if not args.no_plugins:
         host.load_installed()
     agent = dict(config.agent)

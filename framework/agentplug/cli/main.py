@@ -66,6 +66,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "list or revoke standing allow-always grants; list or answer pending approvals",
         "agentplug.cli.approvals:add_approvals_commands",
     ),
+    "state": (
+        "migrate, check, export or import the state store (SQLite or PostgreSQL)",
+        "agentplug.cli.state:add_state_commands",
+    ),
     "chat": (
         "an interactive agent session against the configured model",
         "agentplug.cli.chat:add_chat_command",
@@ -177,6 +181,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
+        # The state store could not be opened or reached (looked up, not imported: only
+        # commands that use the store load it): one line naming the store and the cause.
+        store = sys.modules.get("agentplug.store.base")
+        if store is not None and isinstance(exc, store.StateUrlError):
+            error_line(args, one_line(exc))
+            return EXIT_USAGE
+        if store is not None and isinstance(exc, store.StateStoreUnavailable):
+            error_line(args, one_line(exc))
+            return EXIT_FAILED
         return _crashed(args, exc)
     return code
 

@@ -1,0 +1,357 @@
+"""``agentplug state migrate|check|export|import``: the state store as an operator runs it.
+
+Every command works on one store: ``--url``, else ``$AGENTPLUG_STATE_URL``, else the
+config's ``state.url``, else ``<state-dir>/state.sqlite3`` (``--state-dir``, else
+``$AGENTPLUG_STATE_DIR``, else ``runtime.state_dir``, else ``.agentplug-state``). URLs are
+``postgresql://user@host:5432/db``, ``sqlite:///path/state.sqlite3`` or ``memory:``; what is
+printed never shows a password.
+
+* ``migrate`` creates or upgrades the schema and prints ``old -> new`` version.
+* ``check`` says whether the store is reachable, its backend, URL, schema version and the
+  connection failures it saw; exit 1 when it cannot be reached (or has no file yet).
+* ``export`` writes JSON lines (to stdout, or ``-o FILE``): one header, then every key of
+  every namespace, every queue entry in order with its claim (owner and lease end), and
+  every change-channel version.
+* ``import FILE`` (``-`` for stdin) writes an export into the store in one transaction,
+  keeping queue order, sequence numbers and claims. A store that already holds anything
+  is refused, unless ``--force``, which replaces everything in it.
+
+Long exports and imports count their records on stderr every ``--progress-every`` (1000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from agentplug.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_config, error_line
+from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.store import (
+    STATE_URL_ENV,
+    StateStoreUnavailable,
+    StateUrlError,
+    configured_state_url,
+    open_store_url,
+    store_display_url,
+)
+from agentplug.store.base import SCHEMA_VERSION, TransferableStore
+
+__all__ = ["EXPORT_FORMAT", "add_state_commands", "store_status"]
+
+EXPORT_FORMAT = "agentplug-state"
+"""The ``format`` of an export's header line (its ``format_version`` is 1)."""
+_FORMAT_VERSION = 1
+_STORE_FILE = "state.sqlite3"
+
+
+class _Refused(Exception):
+    """A problem with what the operator asked (exit 2): a bad URL, a missing file."""
+
+
+def _chosen_url(args: argparse.Namespace) -> tuple[str, str, Any]:
+    """``(url, where it came from, config)`` for the command."""
+    from agentplug.cli.approvals import state_dir
+
+    config, _ = command_config(args)
+    if args.url:
+        return args.url, "--url", config
+    url, source = configured_state_url(config)
+    if url is not None:
+        return url, source, config
+    folder = state_dir(args.state_dir, config.runtime.state_dir)
+    return f"sqlite:///{folder / _STORE_FILE}", "<state-dir>", config
+
+
+def _open(args: argparse.Namespace, *, migrate: bool, must_exist: bool) -> tuple[Any, str]:
+    url, source, config = _chosen_url(args)
+    if must_exist and url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///") :])
+        if not path.exists():
+            raise StateStoreUnavailable(
+                f"state store {url} unreachable: no such file (from {source}); run "
+                "`agentplug state migrate` to create it, or pass --url"
+            )
+    try:
+        store = open_store_url(url, retry_ms=config.state.retry_ms, migrate=migrate)
+    except StateUrlError as exc:
+        message = str(exc)
+        if source != "state.url":
+            message = message.replace("state.url", source, 1)
+        raise _Refused(message) from None
+    return store, source
+
+
+def _backend(store: Any) -> str:
+    return type(store).__name__.removesuffix("Store").lower()
+
+
+def store_status(config: Any) -> tuple[list[str], list[str]]:
+    """What ``agentplug doctor`` says about the configured store: ``(lines, problems)``.
+
+    Looks without changing anything (no schema upgrade, no new SQLite file).
+    """
+    url, source = configured_state_url(config)
+    if url is None:
+        folder = config.runtime.state_dir
+        if folder is None:
+            return ["state: memory: (nothing persisted; set runtime.state_dir or state.url)"], []
+        path = Path(folder) / _STORE_FILE
+        if not path.exists():
+            return [f"state: sqlite:///{path} (not created yet; the first gateway creates it)"], []
+        url, source = f"sqlite:///{path}", "runtime.state_dir"
+    try:
+        store = open_store_url(url, retry_ms=config.state.retry_ms, migrate=False)
+    except (StateUrlError, StateStoreUnavailable) as exc:
+        return [], [f"state ({source}): {exc}"]
+    try:
+        version = int(getattr(store, "schema_version", lambda: SCHEMA_VERSION)())
+        health: dict[str, Any] = dict(getattr(store, "health", dict)())
+    except StateStoreUnavailable as exc:
+        return [], [f"state ({source}): {exc}"]
+    finally:
+        store.close()
+    line = f"state: {store_display_url(store)} ({_backend(store)}, from {source}) reachable"
+    line += f", schema v{version}, failures seen {health.get('failures', 0)}"
+    problems = []
+    if version < SCHEMA_VERSION:
+        problems.append(
+            f"state: schema v{version} is older than v{SCHEMA_VERSION}; run "
+            "`agentplug state migrate`"
+        )
+    return [line], problems
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Is the store reachable; its backend, URL, schema version and failures."""
+    try:
+        store, source = _open(args, migrate=False, must_exist=True)
+    except StateStoreUnavailable as exc:
+        if args.json:
+            print(json.dumps({"reachable": False, "error": str(exc)}))
+        else:
+            print("reachable: no")
+            print(f"error: {exc}")
+        return EXIT_FAILED
+    try:
+        version = int(getattr(store, "schema_version", lambda: SCHEMA_VERSION)())
+        health: dict[str, Any] = dict(getattr(store, "health", dict)())
+        report: dict[str, Any] = {
+            "reachable": True,
+            "backend": _backend(store),
+            "url": store_display_url(store),
+            "source": source,
+            "schema_version": version,
+            "current_schema_version": SCHEMA_VERSION,
+            **health,
+        }
+    except StateStoreUnavailable as exc:
+        report = {"reachable": False, "error": str(exc)}
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps(report))
+    elif not report["reachable"]:
+        print("reachable: no")
+        print(f"error: {report['error']}")
+    else:
+        print("reachable: yes")
+        print(f"backend: {report['backend']}")
+        print(f"url: {report['url']} (from {source})")
+        old = " (run `agentplug state migrate`)" if version < SCHEMA_VERSION else ""
+        print(f"schema version: {version} (current {SCHEMA_VERSION}){old}")
+        if "failures" in health:
+            print(f"failures: {health['failures']}")
+            print(f"last error: {health.get('last_error') or 'none'}")
+    return EXIT_OK if report["reachable"] else EXIT_FAILED
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """Create or upgrade the schema; print ``old -> new``."""
+    store, _ = _open(args, migrate=True, must_exist=False)
+    try:
+        old = int(getattr(store, "migrated_from", SCHEMA_VERSION))
+        new = int(getattr(store, "schema_version", lambda: SCHEMA_VERSION)())
+    finally:
+        store.close()
+    shown = store_display_url(store)
+    if old == new:
+        print(f"{shown}: schema version {new}, already current")
+    else:
+        print(f"{shown}: schema version {old} -> {new}")
+    return EXIT_OK
+
+
+def _transferable(store: Any) -> TransferableStore:
+    if not isinstance(store, TransferableStore):
+        raise _Refused(f"{store_display_url(store)} cannot be exported or imported")
+    return store
+
+
+def _counted(records: Iterable[dict[str, Any]], every: int, what: str) -> Iterator[dict[str, Any]]:
+    for count, record in enumerate(records, 1):
+        if every > 0 and count % every == 0:
+            print(f"agentplug state {what}: {count} records...", file=sys.stderr, flush=True)
+        yield record
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """JSON lines of every key, queue entry (with its claim) and channel version."""
+    store, _ = _open(args, migrate=True, must_exist=True)
+    out: IO[str] = sys.stdout
+    try:
+        source = _transferable(store)
+        if args.output:
+            out = Path(args.output).open("w", encoding="utf-8")  # noqa: SIM115 (closed below)
+        header = {
+            "kind": "header",
+            "format": EXPORT_FORMAT,
+            "format_version": _FORMAT_VERSION,
+            "schema_version": SCHEMA_VERSION,
+            "source": store_display_url(store),
+        }
+        out.write(json.dumps(header) + "\n")
+        kinds: dict[str, int] = {}
+        for record in _counted(source.dump(), args.progress_every, "export"):
+            kinds[record["kind"]] = kinds.get(record["kind"], 0) + 1
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        out.flush()
+    finally:
+        if out is not sys.stdout:
+            out.close()
+        store.close()
+    total = sum(kinds.values())
+    print(
+        f"agentplug state export: {total} records ({kinds.get('kv', 0)} keys, "
+        f"{kinds.get('queue', 0)} queue entries, {kinds.get('channel', 0)} channels) from "
+        f"{store_display_url(store)}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _read_export(path: str) -> list[dict[str, Any]]:
+    try:
+        stream = sys.stdin if path == "-" else Path(path).open(encoding="utf-8")  # noqa: SIM115
+    except OSError as exc:
+        raise _Refused(f"cannot read {path}: {exc.strerror or exc}") from None
+    records: list[dict[str, Any]] = []
+    with stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise _Refused(f"{path} line {number}: not JSON ({exc})") from None
+            if not isinstance(record, dict):
+                raise _Refused(f"{path} line {number}: not a JSON object")
+            if record.get("kind") == "header":
+                if (
+                    record.get("format") != EXPORT_FORMAT
+                    or int(record.get("format_version", 0)) > _FORMAT_VERSION
+                ):
+                    raise _Refused(
+                        f"{path}: not an agentplug state export of format version "
+                        f"{_FORMAT_VERSION} (`agentplug state export` writes one)"
+                    )
+                continue
+            records.append(record)
+    return records
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Write an export into the store (refused when it is not empty, unless --force)."""
+    records = _read_export(args.file)
+    store, _ = _open(args, migrate=True, must_exist=False)
+    try:
+        target = _transferable(store)
+        try:
+            counted = _counted(records, args.progress_every, "import")
+            count = target.load(counted, replace=args.force)
+        except ValueError as exc:
+            hint = "; pass --force to replace everything in it" if "not empty" in str(exc) else ""
+            raise _Refused(f"{exc}{hint}") from None
+    finally:
+        store.close()
+    print(f"imported {count} records into {store_display_url(store)}")
+    return EXIT_OK
+
+
+def _run(command: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code: int = command(args)
+        except _Refused as exc:
+            error_line(args, str(exc))
+            return EXIT_USAGE
+        except StateStoreUnavailable as exc:
+            error_line(args, str(exc))
+            return EXIT_FAILED
+        return code
+
+    return run
+
+
+def add_state_commands(sub: Any) -> None:
+    """``agentplug state migrate|check|export|import``."""
+    group = sub.add_parser(
+        "state",
+        help="migrate, check, export or import the state store (SQLite or PostgreSQL)",
+        description=(__doc__ or "").split("\n\n")[1],
+    )
+    commands = group.add_subparsers(dest="state_command", required=True, metavar="COMMAND")
+    parsers = {
+        "migrate": commands.add_parser(
+            "migrate", help="create or upgrade the store's schema (prints old -> new version)"
+        ),
+        "check": commands.add_parser(
+            "check",
+            help="reachable? backend, URL, schema version, failures seen (exit 1: unreachable)",
+        ),
+        "export": commands.add_parser(
+            "export", help="every key, queue entry (with its claim) and channel as JSON lines"
+        ),
+        "import": commands.add_parser(
+            "import", help="load an export into an empty store (--force replaces its contents)"
+        ),
+    }
+    parsers["migrate"].set_defaults(func=_run(cmd_migrate))
+    parsers["check"].add_argument("--json", action="store_true", help="print one JSON object")
+    parsers["check"].set_defaults(func=_run(cmd_check))
+    parsers["export"].add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (default: stdout)"
+    )
+    parsers["export"].set_defaults(func=_run(cmd_export))
+    parsers["import"].add_argument("file", metavar="FILE", help="an export (- reads stdin)")
+    parsers["import"].add_argument(
+        "--force",
+        action="store_true",
+        help="import into a store that is not empty: everything in it is replaced",
+    )
+    parsers["import"].set_defaults(func=_run(cmd_import))
+    for name, p in parsers.items():
+        p.add_argument(
+            "--url",
+            metavar="URL",
+            help=f"the store (default: ${STATE_URL_ENV}, else state.url, else "
+            "<state-dir>/state.sqlite3)",
+        )
+        p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
+        p.add_argument(
+            "--state-dir",
+            metavar="DIR",
+            help="state directory when no URL is set (default: $AGENTPLUG_STATE_DIR, "
+            "runtime.state_dir, .agentplug-state)",
+        )
+        if name in ("export", "import"):
+            p.add_argument(
+                "--progress-every",
+                type=int,
+                default=1000,
+                metavar="N",
+                help="count records on stderr every N (0: never; default 1000)",
+            )
