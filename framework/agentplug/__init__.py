@@ -98,6 +98,8 @@ _LAZY = {
     "SyncHost": "agentplug.core.sync",
     "MemoryStore": "agentplug.store",
     "SQLiteStore": "agentplug.store",
+    "StateStoreUnavailable": "agentplug.store",
+    "store_from_config": "agentplug.store",
     "ConfigFileError": "agentplug.core.config",
     "DataFileError": "agentplug.core.datafiles",
     "read_data_file": "agentplug.core.datafiles",
@@ -176,7 +178,7 @@ if TYPE_CHECKING:
     from agentplug.services.modelcalls import upstream_request_id_hash
     from agentplug.services.replies import ReplyDispatcher
     from agentplug.services.turns import guard_run, prepare_turn, send_message
-    from agentplug.store import MemoryStore, SQLiteStore
+    from agentplug.store import MemoryStore, SQLiteStore, StateStoreUnavailable, store_from_config
 
 
 def __getattr__(name: str) -> Any:
@@ -249,6 +251,7 @@ __all__ = [
     "ScriptedProvider",
     "ScriptedResolver",
     "ShutdownFinalizer",
+    "StateStoreUnavailable",
     "SyncHost",
     "TerminalRuns",
     "ToolRegistry",
@@ -270,5 +273,6 @@ __all__ = [
     "register_custom_action_live",
     "run_action_flow",
     "send_message",
+    "store_from_config",
     "upstream_request_id_hash",
 ]
