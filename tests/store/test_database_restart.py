@@ -7,6 +7,7 @@ printing each write once the store confirmed it, while the test restarts the ser
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -111,3 +112,39 @@ def test_the_database_restarted_mid_run_resumes_and_loses_no_confirmed_write(
     failed = [line for line in out.lines if line.startswith("unavailable")]
     assert all(line.startswith("unavailable append") for line in failed), failed
     assert all("commit outcome unknown" in line for line in failed), failed
+
+
+def test_an_outage_a_gateway_lived_through_is_reported_by_state_check_elsewhere(
+    postgres_server: Any, postgres_url: str, tmp_path: Path
+) -> None:
+    stop, log = tmp_path / "stop", tmp_path / "writer.log"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, postgres_url, str(stop)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    out = _Lines(proc)
+    try:
+        out.wait_for(20)
+        before = sum(line.startswith("append ") for line in out.lines)
+        postgres_server.pg_ctl("restart", "-m", "fast")
+        out.wait_for(before + 20)
+    finally:
+        stop.touch()
+        proc.wait(timeout=120)
+        out.join()
+    assert "reachable again after" in log.read_text()  # the gateway logged it
+    check = subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", "state", "check", "--json", "--url", postgres_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stderr
+    report = json.loads(check.stdout)
+    assert report["failures"] == 0  # this process saw none ...
+    [outage] = report["outages"]  # ... but the writer's outage is on record
+    assert outage["node"].endswith(f"-{proc.pid}")
+    assert outage["failures"] >= 1 and outage["recovered_ms"] >= outage["started_ms"]

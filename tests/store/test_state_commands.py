@@ -201,6 +201,7 @@ def test_state_check_reports_a_reachable_postgres_store_without_its_password(
         f"schema version: 0 (current {SCHEMA_VERSION}) (run `agentplug state migrate`)",
         "failures: 0",
         "last error: none",
+        "outages recorded: 0",
     ]
     assert SECRET not in done.stdout + done.stderr
 

@@ -39,6 +39,7 @@ from agentplug.store import (
     store_display_url,
 )
 from agentplug.store.base import SCHEMA_VERSION, TransferableStore
+from agentplug.store.outages import outage_line
 
 __all__ = ["EXPORT_FORMAT", "add_state_commands", "store_status"]
 
@@ -116,6 +117,9 @@ def store_status(config: Any) -> tuple[list[str], list[str]]:
         store.close()
     line = f"state: {store_display_url(store)} ({_backend(store)}, from {source}) reachable"
     line += f", schema v{version}, failures seen {health.get('failures', 0)}"
+    outages = health.get("outages") or []
+    if outages:
+        line += f"; {len(outages)} connection outage(s) recorded, last: {outage_line(outages[-1])}"
     problems = []
     if version < SCHEMA_VERSION:
         problems.append(
@@ -166,6 +170,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         if "failures" in health:
             print(f"failures: {health['failures']}")
             print(f"last error: {health.get('last_error') or 'none'}")
+        if "outages" in health:
+            outages = health["outages"]
+            print(f"outages recorded: {len(outages)}")
+            for outage in outages[-5:]:
+                print(f"  {outage_line(outage)}")
     return EXIT_OK if report["reachable"] else EXIT_FAILED
 
 

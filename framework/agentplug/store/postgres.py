@@ -25,6 +25,8 @@ from agentplug.store.base import (
     _dump,
     split_records,
 )
+from agentplug.store.outages import OUTAGES_KEPT, OUTAGES_NAMESPACE, OutageTracker, outage_key
+from agentplug.store.postgres_transfer import read_tables, records_of, write_tables
 
 __all__ = ["PostgresStore", "redact_url"]
 
@@ -109,6 +111,7 @@ class PostgresStore:
         self.retry_ms = retry_ms
         self.failures = 0
         self.last_error: str | None = None
+        self._outage = OutageTracker()
         self._local = threading.local()
         self._changed = threading.Condition()
         self._generation = 0
@@ -141,13 +144,49 @@ class PostgresStore:
     def _unavailable(self, exc: BaseException | str, *, start: bool = False) -> Exception:
         cause = exc if isinstance(exc, str) else _cause(exc)
         self.failures += 1
-        self.last_error = cause
+        self._saw_failure(cause, failed_call=not start)
         hint = "; check state.url" if start else ""
         return StateStoreUnavailable(f"state store {self.display_url} unreachable: {cause}{hint}")
 
+    def _saw_failure(self, cause: str, *, failed_call: bool = False) -> None:
+        self.last_error = cause
+        self._outage.saw(cause, failed_call=failed_call)
+
+    def _outage_over(self) -> None:
+        """The database answered: log and record the outage that just ended."""
+        outage = self._outage.take()
+        if outage is None:
+            return
+        _log.warning(
+            "state store %s: reachable again after %d ms (%d failures, %d calls failed): %s",
+            self.display_url,
+            outage["recovered_ms"] - outage["started_ms"],
+            outage["failures"],
+            outage["failed_calls"],
+            outage["last_error"],
+        )
+        try:
+            self.put(OUTAGES_NAMESPACE, outage_key(outage), outage)
+            for key, _ in self.items(OUTAGES_NAMESPACE)[:-OUTAGES_KEPT]:
+                self.delete(OUTAGES_NAMESPACE, key)
+        except StateStoreUnavailable:
+            pass  # down again: that outage is recorded once it ends
+
+    def outages(self) -> list[dict[str, Any]]:
+        """The connection outages gateways recorded in this database, oldest first."""
+        try:
+            return [v for _, v in self.items(OUTAGES_NAMESPACE) if isinstance(v, dict)]
+        except psycopg.errors.UndefinedTable:
+            return []  # no schema yet (``state check`` before the first gateway)
+
     def health(self) -> dict[str, Any]:
-        """Connection failures seen by this store and the last one (``state check``)."""
-        return {"failures": self.failures, "last_error": self.last_error}
+        """Connection failures this process saw, its last error, and the outages every
+        gateway recorded (``state check``, ``doctor``)."""
+        return {
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "outages": self.outages(),
+        }
 
     # -- transactions ---------------------------------------------------------
 
@@ -168,12 +207,12 @@ class PostgresStore:
         delay = 0.05
         while True:
             try:
-                return self._once(work)
+                result = self._once(work)
             except (_Ambiguous, *_RETRYABLE) as exc:
                 ambiguous = isinstance(exc, _Ambiguous)
                 cause = _cause(exc.__cause__ if ambiguous and exc.__cause__ else exc)
                 self.failures += 1
-                self.last_error = cause
+                self._saw_failure(cause)
                 left = deadline - time.monotonic()
                 if (ambiguous and not repeatable) or left <= 0:
                     _log.error("state store %s: %s (giving up)", self.display_url, cause)
@@ -186,6 +225,10 @@ class PostgresStore:
                 self._pool.check()
                 time.sleep(min(delay, max(left, 0.0)))
                 delay = min(delay * 2, 1.0)
+            else:
+                if self._outage.active:
+                    self._outage_over()
+                return result
 
     def _once(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
         with self._pool.connection() as conn:
@@ -226,6 +269,8 @@ class PostgresStore:
         finally:
             self._local.conn = None
             self._pool.putconn(conn)
+        if self._outage.active:
+            self._outage_over()
 
     def _begin_block(self, locks: Sequence[str]) -> psycopg.Connection[Any]:
         deadline = time.monotonic() + self.retry_ms / 1000
@@ -241,7 +286,7 @@ class PostgresStore:
                 if conn is not None:
                     self._pool.putconn(conn)
                 self.failures += 1
-                self.last_error = _cause(exc)
+                self._saw_failure(_cause(exc))
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.failures -= 1
@@ -452,34 +497,7 @@ class PostgresStore:
 
     def dump(self) -> Iterator[dict[str, Any]]:
         """Every key, queue entry (with its claim) and channel version, from one snapshot."""
-
-        def work(conn: psycopg.Connection[Any]) -> list[list[tuple[Any, ...]]]:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            return [
-                conn.execute(sql).fetchall()
-                for sql in (
-                    "SELECT namespace, key, value FROM agentplug_kv ORDER BY namespace, key",
-                    "SELECT seq, namespace, queue, value, claim_owner, claimed_until"
-                    " FROM agentplug_queue ORDER BY seq",
-                    "SELECT channel, version FROM agentplug_signals ORDER BY channel",
-                )
-            ]
-
-        kv, queue, channels = self._run(work, repeatable=True)
-        for ns, key, raw in kv:
-            yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
-        for seq, ns, name, raw, owner, until in queue:
-            yield {
-                "kind": "queue",
-                "namespace": ns,
-                "queue": name,
-                "seq": int(seq),
-                "value": json.loads(raw),
-                "claim_owner": owner,
-                "claimed_until": float(until or 0.0),
-            }
-        for channel, version in channels:
-            yield {"kind": "channel", "channel": channel, "version": int(version)}
+        return records_of(self._run(read_tables, repeatable=True))
 
     def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
         """Write exported records in one transaction (see ``TransferableStore.load``)."""
@@ -487,35 +505,7 @@ class PostgresStore:
 
         def work(conn: psycopg.Connection[Any]) -> int:
             self._lock(conn, [_MIGRATE_LOCK])
-            tables = ("agentplug_kv", "agentplug_queue", "agentplug_signals")
-            if not replace:
-                for table in tables:
-                    if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
-                        raise ValueError(
-                            f"the target store {self.display_url} is not empty (table {table})"
-                        )
-            for table in tables:
-                conn.execute(f"DELETE FROM {table}")
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO agentplug_kv(namespace, key, value, updated)"
-                    f" VALUES (%s, %s, %s, {_NOW})",
-                    kv,
-                )
-                cur.executemany(
-                    "INSERT INTO agentplug_queue(seq, namespace, queue, value, claim_owner,"
-                    f" claimed_until, created) VALUES (%s, %s, %s, %s, %s, %s, {_NOW})",
-                    queue,
-                )
-                cur.executemany(
-                    "INSERT INTO agentplug_signals(channel, version) VALUES (%s, %s)", channels
-                )
-            # New entries continue after the highest imported sequence number.
-            conn.execute(
-                "SELECT setval(pg_get_serial_sequence('agentplug_queue', 'seq'),"
-                " COALESCE((SELECT max(seq) FROM agentplug_queue), 0) + 1, false)"
-            )
-            return len(kv) + len(queue) + len(channels)
+            return write_tables(conn, kv, queue, channels, replace=replace, name=self.display_url)
 
         return self._run(work, repeatable=False)
 
