@@ -2,9 +2,10 @@
 
 ``python bench/run.py`` (or ``make bench``) runs the dispatch, dict-input, start-up and
 discovery benchmarks and, when present, ``bench/bench_http.py``, ``bench/bench_code.py``,
-``bench/bench_services.py`` and ``bench/bench_agent.py`` (the turn runner's overhead per
-turn; each imported guarded: a missing or failing optional benchmark is recorded, not
-fatal). ``--quick`` is a short
+``bench/bench_services.py``, ``bench/bench_agent.py`` (the turn runner's overhead per
+turn) and ``bench/bench_store.py`` (SQLite and PostgreSQL state stores side by side, 1 and
+8 writer processes); each imported guarded: a missing or failing optional benchmark is
+recorded, not fatal. ``--quick`` is a short
 smoke run (fewer repeats; numbers are noisier). Exit status is 0 when the benchmarks ran,
 whether or not a target was met (the table and the JSON say which); it is 1 only when one of
 the four core benchmarks itself crashed.
@@ -33,7 +34,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 CORE = ("bench_dispatch", "bench_input", "bench_startup", "bench_discovery")
-OPTIONAL = ("bench_http", "bench_code", "bench_services", "bench_agent")
+OPTIONAL = ("bench_http", "bench_code", "bench_services", "bench_agent", "bench_store")
 QUICK_N = 40  # request count for an optional ``run(n=...)`` benchmark under --quick
 
 
@@ -229,14 +230,47 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
                 f"{'MET' if r['meets_target'] else 'MISSED'}",
             )
         )
+    rows += _store_rows(results.get("bench_store", {}))
     for name, entry in results.items():
         if entry.get("status") == "error":
             error = str(entry.get("error", "?"))
             rows.append((name.removeprefix("bench_"), "ERROR", error[:100], ""))
         elif entry.get("status") == "absent":
             rows.append((name.removeprefix("bench_"), "not present", "-", ""))
-        elif name not in (*CORE, "bench_http", "bench_code", "bench_agent"):
+        elif name not in (*CORE, "bench_http", "bench_code", "bench_agent", "bench_store"):
             rows.append((name.removeprefix("bench_"), "ran", f"{entry['seconds']:.1f} s", ""))
+    return rows
+
+
+def _store_rows(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """SQLite vs PostgreSQL at the most writers: throughput and p99 per operation (no target)."""
+    r = entry.get("result")
+    if entry.get("status") != "ok" or not isinstance(r, dict):
+        return []
+    rows: list[tuple[str, str, str, str]] = []
+    writers = str(max(r["writers"]))
+    backends = {name: r[name] for name in ("sqlite", "postgres")}
+    for name, backend in backends.items():
+        if backend.get("status") != "ok":
+            rows.append(
+                ("store", f"{name} {backend.get('status')}", str(backend.get("reason")), "")
+            )
+    for op in r["operations"]:
+        cells = []
+        for backend in backends.values():
+            if backend.get("status") == "ok":
+                s = backend["results"][op][writers]
+                cells.append(f"{s['ops_per_s']:.0f} ({s['p99_ms']:.1f})")
+            else:
+                cells.append("-")
+        rows.append(
+            (
+                "store",
+                f"{op} x{writers} writers: sqlite vs postgres, ops/s (p99 ms)",
+                " vs ".join(cells),
+                "",
+            )
+        )
     return rows
 
 
