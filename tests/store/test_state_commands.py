@@ -403,3 +403,58 @@ def test_doctor_reports_an_unreachable_store_as_a_problem(tmp_path: Path) -> Non
     [problem] = [line for line in done.stdout.splitlines() if line.startswith("PROBLEM: state")]
     assert f"postgresql://127.0.0.1:{port}/x unreachable" in problem
     assert SECRET not in done.stdout
+
+
+def _grant(url: str) -> str:
+    """Save one allow-always grant in the store ``url`` names; return its id."""
+    import asyncio
+
+    from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
+    from agentplug_hookspecs.tools import ApprovalRequest
+
+    store = open_store_url(url)
+    resolver = ProgrammaticResolver()
+    resolver.on_pending = lambda p: resolver.resolve(p.id, "allow-always")
+    request = ApprovalRequest(title="run it", description="d", plugin_id="plug")
+    try:
+        verdict = asyncio.run(ApprovalBroker(resolver, store=store).request("exec", {}, request))
+    finally:
+        store.close()
+    assert verdict.grant_id is not None
+    return verdict.grant_id
+
+
+def test_approvals_list_and_revoke_use_the_store_state_url_names(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    grant = _grant(url)
+    (tmp_path / "agentplug.json").write_text(json.dumps({"state": {"url": url}}))
+    listed = cli(tmp_path, "approvals", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [g["grant_id"] for g in json.loads(listed.stdout)] == [grant]
+    revoked = cli(tmp_path, "approvals", "revoke", grant)
+    assert revoked.returncode == 0, revoked.stderr
+    assert json.loads(cli(tmp_path, "approvals", "list", "--json").stdout) == []
+
+
+def test_approvals_list_uses_the_state_url_env_var(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    grant = _grant(url)
+    listed = cli(tmp_path, "approvals", "list", "--json", AGENTPLUG_STATE_URL=url)
+    assert [g["grant_id"] for g in json.loads(listed.stdout)] == [grant]
+
+
+def test_approvals_pending_uses_the_configured_state_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    open_store_url(url).close()
+    (tmp_path / "agentplug.json").write_text(json.dumps({"state": {"url": url}}))
+    done = cli(tmp_path, "approvals", "pending", "--json")
+    assert done.returncode == 0, done.stderr  # no .agentplug-state needed: the URL is used
+    assert json.loads(done.stdout) == []
+
+
+def test_approvals_with_an_unreachable_state_url_is_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://postgres@127.0.0.1:{_closed_port()}/none?connect_timeout=1"
+    done = cli(tmp_path, "approvals", "list", AGENTPLUG_STATE_URL=url)
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("agentplug approvals list: error: $AGENTPLUG_STATE_URL: ")

@@ -3,7 +3,9 @@
 (``approvals pending|resolve --api URL`` answer a running host's pending approvals:
 :mod:`agentplug.cli.approvals_remote`.)
 
-The state directory is ``--state-dir``, else the environment variable
+The store is ``--state-url`` (``pending``/``resolve``), else ``$AGENTPLUG_STATE_URL``, else
+the config's ``state.url`` (a PostgreSQL store several gateways share), else the SQLite
+file of the state directory. The state directory is ``--state-dir``, else the environment variable
 ``AGENTPLUG_STATE_DIR``, else the config's ``runtime.state_dir`` (the config found by the
 one lookup: ``--config``, ``$AGENTPLUG_CONFIG``, ``./agentplug.{toml,yaml,json}``), else
 ``.agentplug-state``, as ``agentplug serve`` chooses it (the store file is
@@ -15,48 +17,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from agentplug.cli.approvals_store import (
+    DEFAULT_STATE_DIR,
+    STATE_DIR_ENV,
+    open_configured_store,
+    state_dir,
+)
 from agentplug.services.approvals.grants import list_grants, revoke_grant
-from agentplug.store import SQLiteStore
 
 __all__ = ["DEFAULT_STATE_DIR", "STATE_DIR_ENV", "add_approvals_commands", "main", "state_dir"]
 
-STATE_DIR_ENV = "AGENTPLUG_STATE_DIR"
-DEFAULT_STATE_DIR = ".agentplug-state"
-STORE_FILE = "state.sqlite3"
-
-
-def state_dir(value: str | None, configured: str | None = None) -> Path:
-    """``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else ``configured`` (the config's
-    ``runtime.state_dir``), else ``.agentplug-state``."""
-    return Path(value or os.environ.get(STATE_DIR_ENV) or configured or DEFAULT_STATE_DIR)
-
-
-def _state(args: argparse.Namespace) -> Path:
-    from agentplug.core.config_lookup import resolve_config
-
-    config, _ = resolve_config(
-        getattr(args, "config", None), verbose=bool(getattr(args, "verbose", 0))
-    )
-    return state_dir(args.state_dir, config.runtime.state_dir)
-
-
-def _open(folder: Path) -> SQLiteStore | None:
-    path = folder / STORE_FILE
-    if not path.exists():
-        return None
-    return SQLiteStore(path)
-
 
 def cmd_list(args: argparse.Namespace) -> int:
-    folder = _state(args)
-    store = _open(folder)
+    store, folder = open_configured_store(args, "list")
     try:
         grants = list_grants(store) if store is not None else []
     finally:
@@ -78,8 +56,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    folder = _state(args)
-    store = _open(folder)
+    store, folder = open_configured_store(args, "revoke")
     if store is None:
         print(
             f"agentplug approvals revoke: error: no grant {args.grant_id!r}: there is no state "

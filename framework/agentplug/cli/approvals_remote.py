@@ -64,21 +64,15 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from agentplug.store import SQLiteStore, open_store_url
+    from agentplug.cli.approvals_store import open_configured_store
 
-    url = args.state_url or os.environ.get(STATE_URL_ENV)
-    if url:
-        try:
-            return open_store_url(url)
-        except ValueError as exc:
-            raise SystemExit(f"agentplug approvals: --state-url: {exc}") from None
-    path = args.resolve_state_dir(args.state_dir) / "state.sqlite3"
-    if not path.exists():
+    store, where = open_configured_store(args, args.approvals_command)
+    if store is None:
         raise SystemExit(
-            f"agentplug approvals: no state store at {path}; pass --state-dir, --state-url "
+            f"agentplug approvals: no state store in {where}; pass --state-dir, --state-url "
             "or --api URL (a running host)"
         )
-    return SQLiteStore(path)
+    return store
 
 
 def _pending_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -165,7 +159,8 @@ def add_remote_commands(
             "--state-url",
             default=None,
             metavar="URL",
-            help=f"state store URL (default: ${STATE_URL_ENV}, else <state-dir>/state.sqlite3)",
+            help=f"state store URL (default: ${STATE_URL_ENV}, else state.url, "
+            "else <state-dir>/state.sqlite3)",
         )
         p.add_argument("--token-file", metavar="FILE", help=f"bearer token (else ${TOKEN_ENV})")
         add_state_dir(p)
