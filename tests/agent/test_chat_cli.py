@@ -102,3 +102,23 @@ def test_chat_without_configuration_echoes_with_the_scripted_provider(tmp_path: 
         timeout=120,
     )
     assert done.returncode == 0 and "agent> You said: hello" in done.stdout
+
+
+def test_chat_allow_always_grant_is_saved_in_the_configured_state_store(
+    tmp_path: Path, site_dir: Path, fake_dist: FakeDist
+) -> None:
+    from agentplug.services.approvals.grants import list_grants
+    from agentplug.store import open_store_url
+
+    fake_dist("fakeplug-dicer", "fakeplug_dicer", DICER, {"dicer": "fakeplug_dicer"})
+    url = f"sqlite:///{tmp_path / 'shared.sqlite3'}"
+    (tmp_path / "agentplug.json").write_text(json.dumps({"state": {"url": url}}))
+    done = _chat(tmp_path, site_dir, "roll a die\na\n/quit\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "approval=allow-always" in done.stdout
+    store = open_store_url(url)
+    try:
+        grants = list_grants(store)
+    finally:
+        store.close()
+    assert [(g.plugin_id, g.tool_name) for g in grants] == [("dicer", "ROLL_DICE")]

@@ -63,7 +63,10 @@ def _runner(args: argparse.Namespace, resolver: Any) -> Any:
     if args.script:
         provider = ScriptedProvider(load_script(args.script))
         agent.setdefault("model", "scripted/script")
-    return AgentRunner(host, provider, config=agent, broker=ApprovalBroker(resolver))
+    # allow-always grants go to the gateway's store (state.url or the state dir), so they
+    # outlive the session and every gateway sharing that store honours them.
+    broker = ApprovalBroker(resolver, store=host.store)
+    return AgentRunner(host, provider, config=agent, broker=broker)
 
 
 def _print(text: str) -> None:
