@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, unquote_plus, urlsplit
 
 import psycopg
 import psycopg_pool
@@ -64,19 +65,41 @@ _RETRYABLE = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
 
 def redact_url(url: str) -> str:
     """``postgresql://host:port/db`` of ``url``: no user, password or options."""
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    host = parts.hostname or (query.get("host") or ["localhost"])[0]
     try:
-        port = parts.port or int((query.get("port") or ["5432"])[0])
-    except ValueError:
-        port = 5432
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+        host = parts.hostname or (query.get("host") or ["localhost"])[0]
+        try:
+            port = parts.port or int((query.get("port") or ["5432"])[0])
+        except ValueError:
+            port = 5432
+    except ValueError:  # e.g. an unbalanced IPv6 bracket
+        return "postgresql://<unparseable URL>"
     db = parts.path.lstrip("/") or (query.get("dbname") or [""])[0]
     return f"postgresql://{host}:{port}/{db}"
 
 
-def _cause(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+_USERINFO_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@:]*:([^@]*)@")
+_QUERY_PASSWORD = re.compile(r"[?&]password=([^&]*)")
+
+
+def url_secrets(url: str) -> tuple[str, ...]:
+    """What must never be shown of ``url``: itself and its password, raw and decoded
+    (libpq echoes the pieces of a URL it cannot parse in its error messages)."""
+    found = {url}
+    for pattern in (_USERINFO_PASSWORD, _QUERY_PASSWORD):
+        for raw in pattern.findall(url):
+            found.update({raw, unquote(raw), unquote_plus(raw)})
+    return tuple(sorted((s for s in found if s), key=len, reverse=True))
+
+
+def _cause(exc: BaseException, secrets: Sequence[str] = ()) -> str:
+    text = str(exc)
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    text = " ".join(text.split()) or type(exc).__name__
+    for secret in secrets:  # as libpq may have re-spaced it
+        text = text.replace(" ".join(secret.split()), "***")
     return text[:300]
 
 
@@ -108,10 +131,12 @@ class PostgresStore:
     ) -> None:
         self.url = url
         self.display_url = redact_url(url)
+        self._secrets = url_secrets(url)
         self.retry_ms = retry_ms
         self.failures = 0
         self.last_error: str | None = None
         self._outage = OutageTracker()
+        self._recording = False
         self._local = threading.local()
         self._changed = threading.Condition()
         self._generation = 0
@@ -133,16 +158,20 @@ class PostgresStore:
             name="agentplug-state",
         )
         try:
-            self._pool.open(wait=True, timeout=connect_timeout_s)
-        except _RETRYABLE as exc:
-            raise self._unavailable(exc, start=True) from None
-        self.migrated_from = self.migrate() if migrate else self.schema_version()
+            try:
+                self._pool.open(wait=True, timeout=connect_timeout_s)
+            except _RETRYABLE as exc:
+                raise self._unavailable(exc, start=True) from None
+            self.migrated_from = self.migrate() if migrate else self.schema_version()
+        except BaseException:
+            self._pool.close()  # no half-open store keeps reconnecting in the background
+            raise
         """The schema version found on opening (``0``: a new database)."""
 
     # -- failures -------------------------------------------------------------
 
     def _unavailable(self, exc: BaseException | str, *, start: bool = False) -> Exception:
-        cause = exc if isinstance(exc, str) else _cause(exc)
+        cause = exc if isinstance(exc, str) else _cause(exc, self._secrets)
         self.failures += 1
         self._saw_failure(cause, failed_call=not start)
         hint = "; check state.url" if start else ""
@@ -154,6 +183,8 @@ class PostgresStore:
 
     def _outage_over(self) -> None:
         """The database answered: log and record the outage that just ended."""
+        if self._recording:
+            return  # a retry inside the recording itself: recorded on a later success
         outage = self._outage.take()
         if outage is None:
             return
@@ -165,12 +196,15 @@ class PostgresStore:
             outage["failed_calls"],
             outage["last_error"],
         )
+        self._recording = True
         try:
             self.put(OUTAGES_NAMESPACE, outage_key(outage), outage)
             for key, _ in self.items(OUTAGES_NAMESPACE)[:-OUTAGES_KEPT]:
                 self.delete(OUTAGES_NAMESPACE, key)
-        except StateStoreUnavailable:
-            pass  # down again: that outage is recorded once it ends
+        except Exception as exc:  # the caller's own call succeeded: never fail it here
+            _log.warning("state store %s: outage not recorded: %s", self.display_url, exc)
+        finally:
+            self._recording = False
 
     def outages(self) -> list[dict[str, Any]]:
         """The connection outages gateways recorded in this database, oldest first."""
@@ -201,7 +235,11 @@ class PostgresStore:
             try:
                 return work(conn)
             except _RETRYABLE as exc:
-                _log.warning("state store %s: %s (inside atomic)", self.display_url, _cause(exc))
+                _log.warning(
+                    "state store %s: %s (inside atomic)",
+                    self.display_url,
+                    _cause(exc, self._secrets),
+                )
                 raise self._unavailable(exc) from None
         deadline = time.monotonic() + self.retry_ms / 1000
         delay = 0.05
@@ -210,7 +248,7 @@ class PostgresStore:
                 result = self._once(work)
             except (_Ambiguous, *_RETRYABLE) as exc:
                 ambiguous = isinstance(exc, _Ambiguous)
-                cause = _cause(exc.__cause__ if ambiguous and exc.__cause__ else exc)
+                cause = _cause(exc.__cause__ if ambiguous and exc.__cause__ else exc, self._secrets)
                 self.failures += 1
                 self._saw_failure(cause)
                 left = deadline - time.monotonic()
@@ -265,7 +303,9 @@ class PostgresStore:
             try:
                 conn.execute("COMMIT")
             except _RETRYABLE as exc:
-                raise self._unavailable("commit outcome unknown: " + _cause(exc)) from None
+                raise self._unavailable(
+                    "commit outcome unknown: " + _cause(exc, self._secrets)
+                ) from None
         finally:
             self._local.conn = None
             self._pool.putconn(conn)
@@ -286,12 +326,14 @@ class PostgresStore:
                 if conn is not None:
                     self._pool.putconn(conn)
                 self.failures += 1
-                self._saw_failure(_cause(exc))
+                self._saw_failure(_cause(exc, self._secrets))
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.failures -= 1
                     raise self._unavailable(exc) from None
-                _log.warning("state store %s: %s (retrying)", self.display_url, _cause(exc))
+                _log.warning(
+                    "state store %s: %s (retrying)", self.display_url, _cause(exc, self._secrets)
+                )
                 self._pool.check()
                 time.sleep(min(delay, left))
                 delay = min(delay * 2, 1.0)
@@ -566,7 +608,9 @@ class PostgresStore:
                                 self._changed.notify_all()
             except psycopg.Error as exc:
                 # Waiters keep polling meanwhile; reconnect shortly.
-                _log.warning("state store %s listener: %s", self.display_url, _cause(exc))
+                _log.warning(
+                    "state store %s listener: %s", self.display_url, _cause(exc, self._secrets)
+                )
                 self._closed.wait(_POLL_S)
 
     def close(self) -> None:

@@ -68,12 +68,16 @@ def write_tables(
     Without ``replace``, a table that holds a row is refused with a ``ValueError`` naming
     the store (``name``) and the table.
     """
+    # Gateways writing meanwhile wait for this transaction: none of their rows is
+    # deleted or collides with an imported one between the check and the inserts.
+    conn.execute(f"LOCK TABLE {', '.join(_TABLES)} IN EXCLUSIVE MODE")
     if not replace:
         for table in _TABLES:
             if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
                 raise ValueError(f"the target store {name} is not empty (table {table})")
-    for table in _TABLES:
-        conn.execute(f"DELETE FROM {table}")
+    else:
+        for table in _TABLES:
+            conn.execute(f"DELETE FROM {table}")
     with conn.cursor() as cur:
         cur.executemany(
             f"INSERT INTO agentplug_kv(namespace, key, value, updated) VALUES (%s, %s, %s, {_NOW})",
