@@ -382,3 +382,101 @@ def test_a_lost_lease_aborts_the_signal_given_to_running_jobs() -> None:
         assert cron.leader == "b" and not cron.is_leader
 
     asyncio.run(scenario())
+
+
+def test_a_held_lease_stays_trusted_while_its_renewal_runs() -> None:
+    import threading
+
+    class SlowStore(MemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered, self.go = threading.Event(), threading.Event()
+            self.slow = False
+
+        def atomic(self, *locks: str) -> Any:
+            if self.slow:
+                self.entered.set()
+                self.go.wait(10)
+            return super().atomic(*locks)
+
+    store = SlowStore()
+    lease = CronLease(store, "a", lease_ms=60_000)
+    assert lease.acquire()
+    store.slow = True
+    renewal = threading.Thread(target=lease.acquire)
+    renewal.start()
+    assert store.entered.wait(10)
+    try:
+        assert lease.holds()  # mid-renewal: still this node's lease
+        assert lease.claim_tick("beat", 7)
+    finally:
+        store.go.set()
+        renewal.join(10)
+    assert lease.holds()
+
+
+def test_a_tick_not_claimed_because_the_lease_lapsed_runs_on_a_later_poll() -> None:
+    async def scenario() -> None:
+        cron = ClusterCron(PluginHost(store=MemoryStore()), node_id="a", lease_ms=60_000)
+        ran: list[int] = []
+        cron.add_job("beat", HOUR, lambda t: ran.append(t.tick), start_ms=just_due())
+        claim = cron.lease.claim_tick
+        lapses = [True]
+
+        def lapsing(job_id: str, tick: int) -> bool:
+            if lapses and lapses.pop():
+                cron.lease._valid_until = 0.0  # as if the lease lapsed just now
+            return claim(job_id, tick)
+
+        cron.lease.claim_tick = lapsing  # type: ignore[method-assign]
+        assert await cron.tick_once() == []  # not claimed, not run ...
+        runs = await cron.tick_once()  # ... and the next poll runs it
+        assert [r.status for r in runs] == ["ok"] and len(ran) == 1
+
+    asyncio.run(scenario())
+
+
+def test_stopping_the_runner_aborts_the_signal_of_running_jobs() -> None:
+    async def scenario() -> None:
+        cron = ClusterCron(PluginHost(store=MemoryStore()), node_id="a", lease_ms=60_000)
+        seen: list[bool] = []
+
+        async def job(tick: CronTick) -> None:
+            while not tick.abort_signal.aborted:
+                await asyncio.sleep(0.005)
+            seen.append(True)
+
+        cron.add_job("long", HOUR, job, start_ms=just_due())
+        task = asyncio.create_task(cron.run())
+        for _ in range(400):
+            await asyncio.sleep(0.005)
+            if cron.runs("long") or any(j.task for j in cron._jobs.values()):
+                break
+        cron.stop()
+        await asyncio.wait_for(task, 10)
+        assert seen == [True]
+
+    asyncio.run(scenario())
+
+
+def test_a_locked_sqlite_file_counts_as_an_outage_and_the_loop_keeps_running() -> None:
+    import sqlite3
+
+    class LockedStore(FlakyStore):
+        def _check(self) -> None:
+            if self.down:
+                raise sqlite3.OperationalError("database is locked")
+
+    async def scenario() -> None:
+        store = LockedStore()
+        cron = ClusterCron(PluginHost(store=store), node_id="a", lease_ms=60_000, poll_ms=1)
+        ran: list[int] = []
+        cron.add_job("beat", 1, lambda t: ran.append(t.tick), catch_up_ms=0)
+        store.down = True
+        assert await cron.tick_once() == []  # no exception: not leader while locked
+        assert not cron.is_leader and ran == []
+        store.down = False
+        await asyncio.sleep(0.005)
+        assert await cron.tick_once() and cron.is_leader
+
+    asyncio.run(scenario())

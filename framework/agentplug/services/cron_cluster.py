@@ -39,7 +39,7 @@ from agentplug_hookspecs.lifecycle import CronJob, CronJobState
 
 from agentplug.services.lifecycle import CronService, Scheduler
 from agentplug.services.signals import AbortController, AbortSignal
-from agentplug.store.base import StateStore, StateStoreUnavailable
+from agentplug.store.base import StateStore
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -109,28 +109,35 @@ class CronLease:
 
     def acquire(self) -> bool:
         """Take or renew the lease; ``True`` when this node holds it now."""
+        # The lease this node already holds stays trusted while the renewal runs (a job
+        # claiming a tick meanwhile must not see it as lost); it is dropped only when
+        # another node holds the lease or the store cannot be reached.
         started = time.monotonic()
-        self._valid_until = 0.0
-        self.holder = None
-        with self.store.atomic(self._lock()):
-            record = self.store.get(LEASE_NAMESPACE, self.name)
-            now = self.clock()
-            if isinstance(record, dict):
-                node, until = record.get("node"), int(record.get("until_ms") or 0)
-                term = int(record.get("term") or 0)
-            else:
-                node, until, term = None, 0, 0
-            if node is not None and node != self.node_id and until > now:
-                self.holder = str(node)
-                self.term = term
-                return False
-            if node != self.node_id:
-                term += 1  # the lease changes hands (or is taken for the first time)
-            self.store.put(
-                LEASE_NAMESPACE,
-                self.name,
-                {"node": self.node_id, "until_ms": now + self.lease_ms, "term": term},
-            )
+        try:
+            with self.store.atomic(self._lock()):
+                record = self.store.get(LEASE_NAMESPACE, self.name)
+                now = self.clock()
+                if isinstance(record, dict):
+                    node, until = record.get("node"), int(record.get("until_ms") or 0)
+                    term = int(record.get("term") or 0)
+                else:
+                    node, until, term = None, 0, 0
+                if node is not None and node != self.node_id and until > now:
+                    self._valid_until = 0.0
+                    self.holder = str(node)
+                    self.term = term
+                    return False
+                if node != self.node_id:
+                    term += 1  # the lease changes hands (or is taken for the first time)
+                self.store.put(
+                    LEASE_NAMESPACE,
+                    self.name,
+                    {"node": self.node_id, "until_ms": now + self.lease_ms, "term": term},
+                )
+        except BaseException:
+            self._valid_until = 0.0
+            self.holder = None
+            raise
         self._valid_until = started + self.lease_ms / 1000
         self.holder = self.node_id
         self.term = term
@@ -403,6 +410,7 @@ class ClusterCron:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), self.poll_ms / 1000)
         finally:
+            self._runs.abort("the cron runner stopped")
             await self._drain()
             await self._release()
 
@@ -418,13 +426,13 @@ class ClusterCron:
     async def _release(self) -> None:
         try:
             await asyncio.to_thread(self.lease.release)
-        except StateStoreUnavailable as exc:
+        except Exception as exc:  # StateStoreUnavailable, or SQLite's 'database is locked'
             log.warning("cron: could not release the lease (it expires on its own): %s", exc)
 
     async def _acquire(self) -> bool:
         try:
             held = await asyncio.to_thread(self.lease.acquire)
-        except StateStoreUnavailable as exc:
+        except Exception as exc:  # StateStoreUnavailable, or SQLite's 'database is locked'
             if not self._store_down:
                 log.warning("cron: state store unavailable, not leading until it answers: %s", exc)
             self._store_down = True
@@ -474,14 +482,15 @@ class ClusterCron:
                 break
             try:
                 claimed = await asyncio.to_thread(self.lease.claim_tick, job.id, tick)
-            except StateStoreUnavailable as exc:
+            except Exception as exc:  # StateStoreUnavailable, or SQLite's 'database is locked'
                 log.warning("cron: could not claim %s tick %d: %s", job.id, tick, exc)
                 break
-            job.last_tick = tick
             if not claimed:
                 if not self.lease.holds():
-                    break
+                    break  # not asked of the store: this tick is tried again next poll
+                job.last_tick = tick
                 continue  # another (earlier) leader has it
+            job.last_tick = tick
             job.claims += 1
             done.append(await self._run_one(job, tick))
             if job.claims % _PRUNE_EVERY == 1:
@@ -505,7 +514,7 @@ class ClusterCron:
             log.warning("cron: job %s tick %d failed: %s", job.id, tick, error)
         try:
             await asyncio.to_thread(self.lease.finish_tick, job.id, tick, status, error)
-        except StateStoreUnavailable as exc:
+        except Exception as exc:  # StateStoreUnavailable, or SQLite's 'database is locked'
             log.warning("cron: could not record %s tick %d: %s", job.id, tick, exc)
         await self._changed(job, "finished", status, error)
         run = CronRun(job.id, tick, status, error)
@@ -537,7 +546,7 @@ class ClusterCron:
         # ticks of a lease period on either side (clock differences between gateways).
         span = job.catch_up_ms + self.poll_ms + 2 * self.lease.lease_ms
         keep = span // job.every_ms + 2
-        with contextlib.suppress(StateStoreUnavailable):  # the next sweep removes them
+        with contextlib.suppress(Exception):  # the next sweep removes them
             await asyncio.to_thread(self.lease.prune, job.id, tick - keep)
 
 
