@@ -310,10 +310,12 @@ class ApprovalBroker:
             return self._local_answer(pending, task)
         word = "cancelled" if cancel_signal in done else "timeout"
         try:
-            word = self._settle_shared(aid, word, strict=True)
+            stands = self._settle_shared(aid, word, strict=True)
         except StateStoreUnavailable as exc:
             return _unavailable(pending, exc)
-        return self._verdict(pending, word)
+        # A timeout adopts a decision another gateway recorded first; a cancelled run
+        # stays cancelled whatever was decided meanwhile (it must not go on to the tool).
+        return self._verdict(pending, word if word == "cancelled" else stands)
 
     def _local_answer(self, pending: PendingApproval, task: asyncio.Future[Any]) -> ApprovalVerdict:
         request = pending.request
@@ -366,7 +368,8 @@ class ApprovalBroker:
         """Wait for a decision on ``approval_id`` recorded by any process."""
         channel = channel_for(approval_id)
         while True:
-            found = stored_decision(self.store, approval_id)
+            # In a thread: a store retrying a lost connection must not stall the loop.
+            found = await asyncio.to_thread(stored_decision, self.store, approval_id)
             if found is not None:
                 return found
             seen = await asyncio.to_thread(self.store.wait_change, channel, seen, _WATCH_SLICE_S)
