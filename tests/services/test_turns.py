@@ -470,3 +470,25 @@ def test_claimed_injections_stay_out_of_other_turns_until_acknowledged() -> None
     assert host.sessions.ack_injections(claim) == 1
     replay = plugin.api.session.workflow.enqueue_next_turn_injection(S, "once", idempotency_key="k")
     assert replay.duplicate and host.sessions.claim_injections(S).entries == []
+
+
+def test_a_store_error_giving_injections_back_never_replaces_the_turns_own_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agentplug.services.sessions import injections
+    from agentplug.store import StateStoreUnavailable
+
+    host = PluginHost()
+    host.sessions.enqueue_injection("wf", S, "queued")
+
+    def unreachable(*args: Any, **kwargs: Any) -> int:
+        raise StateStoreUnavailable("state store postgresql://db:5432/x unreachable")
+
+    monkeypatch.setattr(injections, "release", unreachable)
+
+    async def cancelled() -> None:
+        raise asyncio.CancelledError
+
+    with caplog.at_level(logging.WARNING), pytest.raises(asyncio.CancelledError):
+        asyncio.run(prepare_turn(host, S, "continue", [], between=cancelled))
+    assert "could not give 1 injection(s) back" in caplog.text

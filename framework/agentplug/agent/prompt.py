@@ -102,12 +102,12 @@ async def build_prompt(turn: Turn) -> None:
     except BaseException:
         # No prompt was built: the injections go back to the queue for the next turn.
         if prepared.claim is not None:
-            host.sessions.release_injections(prepared.claim)
+            host.sessions.release_injections(prepared.claim, after_failure=True)
         raise
     turn.system_prompt = system
     turn.user_prompt = user
-    # The prompt is built: the injections in it are delivered (a failure above leaves
-    # them claimed, and they come back when the lease runs out).
+    # The prompt is built: the injections in it are delivered (a failure above gives
+    # them back at once, or, when the store cannot be reached, when the lease runs out).
     if prepared.claim is not None:
         host.sessions.ack_injections(prepared.claim)
 

@@ -161,7 +161,7 @@ async def prepare_turn(
         )
     except BaseException:
         # The prompt was never built: give the injections back for the next turn.
-        host.sessions.release_injections(claim)
+        host.sessions.release_injections(claim, after_failure=True)
         raise
     early, late = prepared.outcome, built.outcome
     before: list[str | None] = []

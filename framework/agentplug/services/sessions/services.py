@@ -337,13 +337,29 @@ class SessionServices:
         """
         return _injections.ack(self, claim)
 
-    def release_injections(self, claim: InjectionClaim) -> int:
+    def release_injections(self, claim: InjectionClaim, *, after_failure: bool = False) -> int:
         """Give a claim back unused (the turn failed before its prompt was built).
 
         The entries are claimable again at once, in their place; nothing is marked
-        delivered. Returns how many entries the claim still held.
+        delivered. Returns how many entries the claim still held. ``after_failure``
+        (called while the turn's own error propagates): a store error here is logged,
+        not raised, so it never replaces that error (or a cancellation); the claim's
+        lease gives the entries back when it runs out.
         """
-        return _injections.release(self, claim)
+        if not after_failure:
+            return _injections.release(self, claim)
+        try:
+            return _injections.release(self, claim)
+        except Exception as exc:
+            log.warning(
+                "session %s: could not give %d injection(s) back (%s: %s); they return "
+                "when the claim's lease runs out",
+                claim.session_key,
+                len(claim.seqs),
+                type(exc).__name__,
+                exc,
+            )
+            return 0
 
     def drain_injections(self, session_key: str) -> list[dict[str, Any]]:
         """Claim and acknowledge at once: remove and return the deliverable injections.
