@@ -19,8 +19,10 @@ from agentplug.services.approvals import ApprovalBroker, PendingApproval
 from agentplug.services.approvals.shared import (
     AUDIT_NAMESPACE,
     DECISIONS_NAMESPACE,
+    PENDING_NAMESPACE,
     list_pending,
     resolve_pending,
+    stored_decision,
 )
 from agentplug.store import SQLiteStore, StateStoreUnavailable, open_store_url
 from agentplug_hookspecs.tools import ApprovalRequest
@@ -263,3 +265,25 @@ def test_a_shared_broker_without_a_local_resolver_waits_for_a_store_decision(
 
     verdict = asyncio.run(main())
     assert (verdict.allowed, verdict.resolution) == (True, "allow-once")
+
+
+def test_a_dead_gateways_expired_approval_times_out_when_another_gateway_asks(
+    tmp_path: Path,
+) -> None:
+    from agentplug.services.approvals import ScriptedResolver
+
+    store = SQLiteStore(tmp_path / "state.sqlite3")
+    # Published by a gateway that was SIGKILLed: nobody is left to time it out.
+    store.put(
+        PENDING_NAMESPACE,
+        "dead-1",
+        {"id": "dead-1", "title": "t", "created_at": 1.0, "expires_at": 2.0, "gateway": "gone"},
+    )
+    broker = ApprovalBroker(ScriptedResolver(["allow-once"]), store=store, shared=True)
+    request = ApprovalRequest(title="run it", description="d", plugin_id="p")
+    verdict = asyncio.run(broker.request("exec", {}, request))
+    assert verdict.allowed
+    assert [r["id"] for r in list_pending(store)] == []
+    decision = stored_decision(store, "dead-1")
+    assert decision is not None and decision["resolution"] == "timeout"
+    store.close()

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 from agentplug.api.responses import _error, _jsonable
 from agentplug.api.routes.base import ApiBase
 from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
-from agentplug.services.approvals.shared import list_pending, stored_decision
+from agentplug.services.approvals.shared import expire_pending, list_pending, stored_decision
 from agentplug.store import StateStoreUnavailable
 
 APPROVALS_SERVICE = "approvals"
@@ -47,6 +47,7 @@ class ApprovalRoutes(ApiBase):
         broker, resolver = self._approvals()
         if broker.shared:
             try:
+                expire_pending(broker.store, by=broker.gateway)  # rows of dead gateways
                 return JSONResponse({"pending": list_pending(broker.store)})
             except StateStoreUnavailable as exc:
                 return _error(503, f"cannot list pending approvals: {exc}")

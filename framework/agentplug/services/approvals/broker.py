@@ -38,6 +38,7 @@ from agentplug.services.approvals.models import (
 from agentplug.services.approvals.programmatic import ProgrammaticResolver
 from agentplug.services.approvals.shared import (
     channel_for,
+    expire_pending,
     publish_pending,
     record_decision,
     stored_decision,
@@ -271,8 +272,7 @@ class ApprovalBroker:
         watch: asyncio.Future[Any] | None = None
         if self.shared:
             try:
-                seen = self.store.version(channel_for(aid))
-                publish_pending(self.store, pending, gateway=self.gateway)
+                seen = await asyncio.to_thread(self._publish, pending)
             except StateStoreUnavailable as exc:
                 return _unavailable(pending, exc)
             watch = asyncio.ensure_future(self._watch(aid, seen))
@@ -363,6 +363,19 @@ class ApprovalBroker:
             log.warning("could not record approval %s as %s in the store", approval_id, word)
             return word
         return str(stands.get("resolution", word))
+
+    def _publish(self, pending: PendingApproval) -> int:
+        """Publish ``pending``; return its channel's version before. Timeouts of
+        approvals whose gateway died (no one left to time them out) fire here first."""
+        try:
+            expire_pending(self.store, by=self.gateway)
+        except StateStoreUnavailable:
+            raise
+        except Exception as exc:  # sweeping is housekeeping: never block the new request
+            log.warning("could not expire stale approvals: %s", exc)
+        seen = self.store.version(channel_for(pending.id))
+        publish_pending(self.store, pending, gateway=self.gateway)
+        return seen
 
     async def _watch(self, approval_id: str, seen: int) -> dict[str, Any]:
         """Wait for a decision on ``approval_id`` recorded by any process."""
