@@ -34,7 +34,7 @@ def open_configured_store(args: argparse.Namespace, command: str) -> tuple[Any |
         StateStoreUnavailable,
         StateUrlError,
         configured_state_url,
-        open_store_url,
+        open_store_from,
         store_display_url,
     )
 
@@ -46,8 +46,8 @@ def open_configured_store(args: argparse.Namespace, command: str) -> tuple[Any |
         url, source = configured_state_url(config)
     if url:
         try:
-            store = open_store_url(url, retry_ms=config.state.retry_ms)
-        except (StateUrlError, StateStoreUnavailable, ValueError) as exc:
+            store = open_store_from(url, source, retry_ms=config.state.retry_ms)
+        except (StateUrlError, StateStoreUnavailable) as exc:
             raise SystemExit(f"agentplug approvals {command}: error: {source}: {exc}") from None
         return store, str(store_display_url(store))
     folder = state_dir(args.state_dir, config.runtime.state_dir)

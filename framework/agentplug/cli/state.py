@@ -35,7 +35,7 @@ from agentplug.store import (
     StateStoreUnavailable,
     StateUrlError,
     configured_state_url,
-    open_store_url,
+    open_store_from,
     store_display_url,
 )
 from agentplug.store.base import SCHEMA_VERSION, TransferableStore
@@ -77,12 +77,9 @@ def _open(args: argparse.Namespace, *, migrate: bool, must_exist: bool) -> tuple
                 "`agentplug state migrate` to create it, or pass --url"
             )
     try:
-        store = open_store_url(url, retry_ms=config.state.retry_ms, migrate=migrate)
+        store = open_store_from(url, source, retry_ms=config.state.retry_ms, migrate=migrate)
     except StateUrlError as exc:
-        message = str(exc)
-        if source != "state.url":
-            message = message.replace("state.url", source, 1)
-        raise _Refused(message) from None
+        raise _Refused(str(exc)) from None
     return store, source
 
 
@@ -105,7 +102,7 @@ def store_status(config: Any) -> tuple[list[str], list[str]]:
             return [f"state: sqlite:///{path} (not created yet; the first gateway creates it)"], []
         url, source = f"sqlite:///{path}", "runtime.state_dir"
     try:
-        store = open_store_url(url, retry_ms=config.state.retry_ms, migrate=False)
+        store = open_store_from(url, source, retry_ms=config.state.retry_ms, migrate=False)
     except (StateUrlError, StateStoreUnavailable) as exc:
         return [], [f"state ({source}): {exc}"]
     try:

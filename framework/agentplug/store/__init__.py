@@ -31,6 +31,7 @@ __all__ = [
     "configured_state_url",
     "host_store",
     "open_store",
+    "open_store_from",
     "open_store_url",
     "store_display_url",
     "store_from_config",
@@ -112,13 +113,20 @@ def store_from_config(
         runtime = getattr(config, "runtime", None)
         return open_store(state_dir or getattr(runtime, "state_dir", None))
     retry_ms = getattr(getattr(config, "state", None), "retry_ms", None)
+    return open_store_from(url, source, retry_ms=retry_ms, migrate=migrate)
+
+
+def open_store_from(
+    url: str, source: str, *, retry_ms: int | None = None, migrate: bool = True
+) -> StateStore:
+    """:func:`open_store_url`, with errors naming where the URL came from (``source``:
+    ``state.url``, ``$AGENTPLUG_STATE_URL``, ``--url``...) instead of ``state.url``."""
     try:
         return open_store_url(url, retry_ms=retry_ms, migrate=migrate)
     except StateUrlError as exc:
-        message = str(exc)
-        if source != "state.url":
-            message = message.replace("state.url", source, 1)
-        raise StateUrlError(message) from None
+        if source == "state.url":
+            raise
+        raise StateUrlError(str(exc).replace("state.url", source, 1)) from None
     except StateStoreUnavailable as exc:
         if source == "state.url":
             raise
