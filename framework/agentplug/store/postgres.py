@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, unquote, unquote_plus, urlsplit
 
 import psycopg
 import psycopg_pool
@@ -27,6 +25,7 @@ from agentplug.store.base import (
     split_records,
 )
 from agentplug.store.outages import OUTAGES_KEPT, OUTAGES_NAMESPACE, OutageTracker, outage_key
+from agentplug.store.pg_urls import redact_url, scrubbed_cause, url_secrets
 from agentplug.store.postgres_transfer import read_tables, records_of, write_tables
 
 __all__ = ["PostgresStore", "redact_url"]
@@ -61,46 +60,6 @@ _POLL_S = 0.25
 _MIGRATE_LOCK = "agentplug.schema"
 
 _RETRYABLE = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
-
-
-def redact_url(url: str) -> str:
-    """``postgresql://host:port/db`` of ``url``: no user, password or options."""
-    try:
-        parts = urlsplit(url)
-        query = parse_qs(parts.query)
-        host = parts.hostname or (query.get("host") or ["localhost"])[0]
-        try:
-            port = parts.port or int((query.get("port") or ["5432"])[0])
-        except ValueError:
-            port = 5432
-    except ValueError:  # e.g. an unbalanced IPv6 bracket
-        return "postgresql://<unparseable URL>"
-    db = parts.path.lstrip("/") or (query.get("dbname") or [""])[0]
-    return f"postgresql://{host}:{port}/{db}"
-
-
-_USERINFO_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/@:]*:([^@]*)@")
-_QUERY_PASSWORD = re.compile(r"[?&]password=([^&]*)")
-
-
-def url_secrets(url: str) -> tuple[str, ...]:
-    """What must never be shown of ``url``: itself and its password, raw and decoded
-    (libpq echoes the pieces of a URL it cannot parse in its error messages)."""
-    found = {url}
-    for pattern in (_USERINFO_PASSWORD, _QUERY_PASSWORD):
-        for raw in pattern.findall(url):
-            found.update({raw, unquote(raw), unquote_plus(raw)})
-    return tuple(sorted((s for s in found if s), key=len, reverse=True))
-
-
-def _cause(exc: BaseException, secrets: Sequence[str] = ()) -> str:
-    text = str(exc)
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    text = " ".join(text.split()) or type(exc).__name__
-    for secret in secrets:  # as libpq may have re-spaced it
-        text = text.replace(" ".join(secret.split()), "***")
-    return text[:300]
 
 
 class _Ambiguous(Exception):
@@ -171,11 +130,15 @@ class PostgresStore:
     # -- failures -------------------------------------------------------------
 
     def _unavailable(self, exc: BaseException | str, *, start: bool = False) -> Exception:
-        cause = exc if isinstance(exc, str) else _cause(exc, self._secrets)
+        cause = exc if isinstance(exc, str) else self._text(exc)
         self.failures += 1
         self._saw_failure(cause, failed_call=not start)
         hint = "; check state.url" if start else ""
         return StateStoreUnavailable(f"state store {self.display_url} unreachable: {cause}{hint}")
+
+    def _text(self, exc: BaseException) -> str:
+        """``exc`` in one line, without the URL or its password."""
+        return scrubbed_cause(exc, self._secrets)
 
     def _saw_failure(self, cause: str, *, failed_call: bool = False) -> None:
         self.last_error = cause
@@ -238,7 +201,7 @@ class PostgresStore:
                 _log.warning(
                     "state store %s: %s (inside atomic)",
                     self.display_url,
-                    _cause(exc, self._secrets),
+                    self._text(exc),
                 )
                 raise self._unavailable(exc) from None
         deadline = time.monotonic() + self.retry_ms / 1000
@@ -248,7 +211,7 @@ class PostgresStore:
                 result = self._once(work)
             except (_Ambiguous, *_RETRYABLE) as exc:
                 ambiguous = isinstance(exc, _Ambiguous)
-                cause = _cause(exc.__cause__ if ambiguous and exc.__cause__ else exc, self._secrets)
+                cause = self._text(exc.__cause__ if ambiguous and exc.__cause__ else exc)
                 self.failures += 1
                 self._saw_failure(cause)
                 left = deadline - time.monotonic()
@@ -303,9 +266,7 @@ class PostgresStore:
             try:
                 conn.execute("COMMIT")
             except _RETRYABLE as exc:
-                raise self._unavailable(
-                    "commit outcome unknown: " + _cause(exc, self._secrets)
-                ) from None
+                raise self._unavailable("commit outcome unknown: " + self._text(exc)) from None
         finally:
             self._local.conn = None
             self._pool.putconn(conn)
@@ -326,13 +287,15 @@ class PostgresStore:
                 if conn is not None:
                     self._pool.putconn(conn)
                 self.failures += 1
-                self._saw_failure(_cause(exc, self._secrets))
+                self._saw_failure(self._text(exc))
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.failures -= 1
                     raise self._unavailable(exc) from None
                 _log.warning(
-                    "state store %s: %s (retrying)", self.display_url, _cause(exc, self._secrets)
+                    "state store %s: %s (retrying)",
+                    self.display_url,
+                    self._text(exc),
                 )
                 self._pool.check()
                 time.sleep(min(delay, left))
@@ -609,7 +572,9 @@ class PostgresStore:
             except psycopg.Error as exc:
                 # Waiters keep polling meanwhile; reconnect shortly.
                 _log.warning(
-                    "state store %s listener: %s", self.display_url, _cause(exc, self._secrets)
+                    "state store %s listener: %s",
+                    self.display_url,
+                    self._text(exc),
                 )
                 self._closed.wait(_POLL_S)
 
