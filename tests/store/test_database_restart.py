@@ -69,28 +69,37 @@ class _Lines:
         self._thread.join(timeout=60)
 
 
-def test_the_database_restarted_mid_run_resumes_and_loses_no_confirmed_write(
-    postgres_server: Any, postgres_url: str, tmp_path: Path
-) -> None:
+def _write_through_a_restart(
+    postgres_server: Any, url: str, tmp_path: Path, writes: int
+) -> tuple[subprocess.Popen[str], _Lines, Path]:
+    """Run the writer, restart the server after ``writes`` confirmed appends, wait for
+    ``writes`` more, then stop it; return the process, its output and its stderr log."""
     stop, log = tmp_path / "stop", tmp_path / "writer.log"
     with log.open("w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, postgres_url, str(stop)],
+            [sys.executable, "-c", WRITER, url, str(stop)],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
         )
     out = _Lines(proc)
     try:
-        out.wait_for(50)
-        before = len(out.lines)
+        out.wait_for(writes)
+        before = sum(line.startswith("append ") for line in out.lines)
         postgres_server.pg_ctl("restart", "-m", "fast")
         # The writer recovered: it confirms new writes after the restart.
-        out.wait_for(sum(line.startswith("append ") for line in out.lines[:before]) + 50)
+        out.wait_for(before + writes)
     finally:
         stop.touch()
         proc.wait(timeout=120)
         out.join()
+    return proc, out, log
+
+
+def test_the_database_restarted_mid_run_resumes_and_loses_no_confirmed_write(
+    postgres_server: Any, postgres_url: str, tmp_path: Path
+) -> None:
+    proc, out, log = _write_through_a_restart(postgres_server, postgres_url, tmp_path, 50)
     assert proc.returncode == 0, log.read_text()
     assert out.lines[-1] == "done"
 
@@ -117,24 +126,7 @@ def test_the_database_restarted_mid_run_resumes_and_loses_no_confirmed_write(
 def test_an_outage_a_gateway_lived_through_is_reported_by_state_check_elsewhere(
     postgres_server: Any, postgres_url: str, tmp_path: Path
 ) -> None:
-    stop, log = tmp_path / "stop", tmp_path / "writer.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, postgres_url, str(stop)],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-    out = _Lines(proc)
-    try:
-        out.wait_for(20)
-        before = sum(line.startswith("append ") for line in out.lines)
-        postgres_server.pg_ctl("restart", "-m", "fast")
-        out.wait_for(before + 20)
-    finally:
-        stop.touch()
-        proc.wait(timeout=120)
-        out.join()
+    proc, _, log = _write_through_a_restart(postgres_server, postgres_url, tmp_path, 20)
     assert "reachable again after" in log.read_text()  # the gateway logged it
     check = subprocess.run(
         [sys.executable, "-m", "agentplug.cli", "state", "check", "--json", "--url", postgres_url],
