@@ -175,6 +175,29 @@ QueueRow = tuple[int, str, str, str, str | None, float]
 ChannelRow = tuple[str, int]
 
 
+def join_records(
+    kv: Iterable[Sequence[Any]], queue: Iterable[Sequence[Any]], channels: Iterable[Sequence[Any]]
+) -> Iterator[dict[str, Any]]:
+    """The export records of table rows (the inverse of :func:`split_records`): ``kv`` as
+    ``(namespace, key, raw JSON)``, ``queue`` as ``(seq, namespace, queue, raw JSON,
+    claim_owner, claimed_until)``, ``channels`` as ``(channel, version)``. Lazy: each
+    iterable is read only once the records before it were taken."""
+    for ns, key, raw in kv:
+        yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
+    for seq, ns, name, raw, owner, until in queue:
+        yield {
+            "kind": "queue",
+            "namespace": ns,
+            "queue": name,
+            "seq": int(seq),
+            "value": json.loads(raw),
+            "claim_owner": owner,
+            "claimed_until": float(until or 0.0),
+        }
+    for channel, version in channels:
+        yield {"kind": "channel", "channel": channel, "version": int(version)}
+
+
 def split_records(
     records: Iterable[Mapping[str, Any]],
 ) -> tuple[list[KvRow], list[QueueRow], list[ChannelRow]]:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from agentplug.store.base import Claimed, _dump, split_records
+from agentplug.store.base import Claimed, _dump, join_records, split_records
 
 __all__ = ["MemoryStore"]
 
@@ -176,20 +176,7 @@ class MemoryStore:
                 for row in rows
             )
             versions = sorted(self._versions.items())
-        for (ns, key), raw in kv:
-            yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
-        for seq, ns, queue, raw, owner, until in entries:
-            yield {
-                "kind": "queue",
-                "namespace": ns,
-                "queue": queue,
-                "seq": seq,
-                "value": json.loads(raw),
-                "claim_owner": owner,
-                "claimed_until": until,
-            }
-        for channel, version in versions:
-            yield {"kind": "channel", "channel": channel, "version": version}
+        yield from join_records(((ns, key, raw) for (ns, key), raw in kv), entries, versions)
 
     def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
         """Write exported records at once (see ``TransferableStore.load``)."""

@@ -7,11 +7,12 @@ fills them together, so a reader never sees half of either.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
+
+from agentplug.store.base import join_records
 
 __all__ = ["read_tables", "records_of", "write_tables"]
 
@@ -38,20 +39,7 @@ def read_tables(conn: psycopg.Connection[Any]) -> Rows:
 def records_of(rows: Rows) -> Iterator[dict[str, Any]]:
     """The export records (JSON-ready dicts) of what :func:`read_tables` returned."""
     kv, queue, channels = rows
-    for ns, key, raw in kv:
-        yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
-    for seq, ns, name, raw, owner, until in queue:
-        yield {
-            "kind": "queue",
-            "namespace": ns,
-            "queue": name,
-            "seq": int(seq),
-            "value": json.loads(raw),
-            "claim_owner": owner,
-            "claimed_until": float(until or 0.0),
-        }
-    for channel, version in channels:
-        yield {"kind": "channel", "channel": channel, "version": int(version)}
+    return join_records(kv, queue, channels)
 
 
 def write_tables(

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import SCHEMA_VERSION, Claimed, _dump, split_records
+from agentplug.store.base import SCHEMA_VERSION, Claimed, _dump, join_records, split_records
 
 __all__ = ["SQLiteStore"]
 
@@ -320,27 +320,18 @@ class SQLiteStore:
         db = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None)
         try:
             db.execute("BEGIN")  # one read snapshot (WAL: writers go on meanwhile)
-            for ns, key, raw in db.execute(
-                "SELECT namespace, key, value FROM kv ORDER BY namespace, key"
-            ):
-                yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
-            for seq, ns, queue, raw, owner, until in db.execute(
-                "SELECT seq, namespace, queue, value, claim_owner, claimed_until FROM queue "
-                "ORDER BY seq"
-            ):
-                yield {
-                    "kind": "queue",
-                    "namespace": ns,
-                    "queue": queue,
-                    "seq": int(seq),
-                    "value": json.loads(raw),
-                    "claim_owner": owner,
-                    "claimed_until": float(until or 0.0),
-                }
-            for channel, version in db.execute(
-                "SELECT channel, version FROM signals ORDER BY channel"
-            ):
-                yield {"kind": "channel", "channel": channel, "version": int(version)}
+
+            def rows(sql: str) -> Iterator[Any]:
+                yield from db.execute(sql)  # run once the records before were taken
+
+            yield from join_records(
+                rows("SELECT namespace, key, value FROM kv ORDER BY namespace, key"),
+                rows(
+                    "SELECT seq, namespace, queue, value, claim_owner, claimed_until FROM queue"
+                    " ORDER BY seq"
+                ),
+                rows("SELECT channel, version FROM signals ORDER BY channel"),
+            )
             db.execute("COMMIT")
         finally:
             db.close()
