@@ -9,6 +9,7 @@ import importlib.util
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -199,3 +200,20 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
     yield postgres_server.url(name)
     with psycopg.connect(postgres_server.url(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def write_v1_sqlite_file(path: Path) -> None:
+    """A state file in the version-1 layout (no meta table, no claim columns), with one
+    key (``ns``/``k`` = ``"v"``) and one queue entry (``ns``/``q`` = ``1``)."""
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+                         updated REAL NOT NULL, PRIMARY KEY (namespace, key));
+        CREATE TABLE queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
+                            queue TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL);
+        INSERT INTO kv VALUES ('ns', 'k', '"v"', 0);
+        INSERT INTO queue(namespace, queue, value, created) VALUES ('ns', 'q', '1', 0);
+        """
+    )
+    db.close()

@@ -8,7 +8,6 @@ real child processes opening the same store by URL.
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,8 @@ from pathlib import Path
 import pytest
 from agentplug.store import StateStore, open_store_url
 from agentplug.store.base import SCHEMA_VERSION
+
+from tests.conftest import write_v1_sqlite_file
 
 
 def _url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
@@ -445,18 +446,7 @@ def test_processes_migrating_at_once_all_succeed(shared_url: str) -> None:
 
 def test_an_old_sqlite_v1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript(
-        """
-        CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-                         updated REAL NOT NULL, PRIMARY KEY (namespace, key));
-        CREATE TABLE queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
-                            queue TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL);
-        INSERT INTO kv VALUES ('ns', 'k', '"v"', 0);
-        INSERT INTO queue(namespace, queue, value, created) VALUES ('ns', 'q', '1', 0);
-        """
-    )
-    db.close()
+    write_v1_sqlite_file(path)
     store = open_store_url(f"sqlite:///{path}")
     assert store.migrated_from == 1  # type: ignore[attr-defined]
     assert store.schema_version() == SCHEMA_VERSION  # type: ignore[attr-defined]

@@ -22,6 +22,8 @@ from agentplug.core.errors import ConfigError
 from agentplug.store import open_store_url, store_from_config
 from agentplug.store.base import SCHEMA_VERSION
 
+from tests.conftest import write_v1_sqlite_file
+
 SECRET = "s3cret-pw"
 
 
@@ -227,24 +229,9 @@ def test_state_check_exits_1_when_the_sqlite_file_does_not_exist_and_creates_non
     assert not (tmp_path / "st" / "state.sqlite3").exists()
 
 
-def _v1_file(path: Path) -> None:
-    db = sqlite3.connect(path)
-    db.executescript(
-        """
-        CREATE TABLE kv (namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-                         updated REAL NOT NULL, PRIMARY KEY (namespace, key));
-        CREATE TABLE queue (seq INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL,
-                            queue TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL);
-        INSERT INTO kv VALUES ('ns', 'k', '"v"', 0);
-        INSERT INTO queue(namespace, queue, value, created) VALUES ('ns', 'q', '1', 0);
-        """
-    )
-    db.close()
-
-
 def test_state_check_on_an_old_file_says_to_migrate_and_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
-    _v1_file(path)
+    write_v1_sqlite_file(path)
     done = cli(tmp_path, "state", "check", "--url", f"sqlite:///{path}")
     assert done.returncode == 0, done.stderr
     assert (
@@ -260,7 +247,7 @@ def test_state_check_on_an_old_file_says_to_migrate_and_changes_nothing(tmp_path
 
 def test_state_migrate_upgrades_a_v1_sqlite_file_and_prints_old_to_new(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
-    _v1_file(path)
+    write_v1_sqlite_file(path)
     url = f"sqlite:///{path}"
     done = cli(tmp_path, "state", "migrate", "--url", url)
     assert done.returncode == 0, done.stderr
@@ -328,7 +315,8 @@ def test_an_imported_claim_is_still_held_and_new_entries_queue_after_it(
     store.close()
 
 
-def test_import_into_a_store_that_is_not_empty_is_refused_without_force(tmp_path: Path) -> None:
+def _export_and_a_non_empty_target(tmp_path: Path) -> tuple[Path, str]:
+    """An export of a seeded store, and another store holding ``kept``/``k`` = "before"."""
     source, target = f"sqlite:///{tmp_path / 'a.sqlite3'}", f"sqlite:///{tmp_path / 'b.sqlite3'}"
     _seed(source)
     store = open_store_url(target)
@@ -336,6 +324,11 @@ def test_import_into_a_store_that_is_not_empty_is_refused_without_force(tmp_path
     store.close()
     export = tmp_path / "export.jsonl"
     cli(tmp_path, "state", "export", "--url", source, "-o", str(export))
+    return export, target
+
+
+def test_import_into_a_store_that_is_not_empty_is_refused_without_force(tmp_path: Path) -> None:
+    export, target = _export_and_a_non_empty_target(tmp_path)
 
     done = cli(tmp_path, "state", "import", str(export), "--url", target)
     assert done.returncode == 2
@@ -344,13 +337,7 @@ def test_import_into_a_store_that_is_not_empty_is_refused_without_force(tmp_path
 
 
 def test_import_with_force_replaces_everything_in_the_target(tmp_path: Path) -> None:
-    source, target = f"sqlite:///{tmp_path / 'a.sqlite3'}", f"sqlite:///{tmp_path / 'b.sqlite3'}"
-    _seed(source)
-    store = open_store_url(target)
-    store.put("kept", "k", "before")
-    store.close()
-    export = tmp_path / "export.jsonl"
-    cli(tmp_path, "state", "export", "--url", source, "-o", str(export))
+    export, target = _export_and_a_non_empty_target(tmp_path)
 
     done = cli(tmp_path, "state", "import", str(export), "--url", target, "--force")
     assert done.returncode == 0, done.stderr
