@@ -12,6 +12,10 @@ DEMO_EXAMPLES := $(foreach p,$(DEMO_PLUGINS),example_plugins/$(p)/pyproject.toml
 OTHER_EXAMPLES := $(filter-out $(DEMO_EXAMPLES),$(EXAMPLES))
 DEMO_STAMP := $(VENV)/.agentplug-demo
 STAMP := $(VENV)/.agentplug-installed
+# pytest-xdist workers for `make pytest`. More workers than CPUs pays off: many tests wait
+# on subprocesses, servers and sockets. PYTEST_ARGS adds options, e.g. PYTEST_ARGS="-m 'not stress'".
+PYTEST_WORKERS ?= 4
+PYTEST_ARGS ?=
 
 .PHONY: demo test lint typecheck pytest bench docs clean
 
@@ -41,7 +45,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 

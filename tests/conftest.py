@@ -31,6 +31,73 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "javascript: runs JavaScript code actions (skipped without mini-racer)"
     )
+    config.addinivalue_line(
+        "markers",
+        "stress: slow multi-process or stress test (CI runs them; skip locally with "
+        "-m 'not stress')",
+    )
+    parallel = getattr(config.option, "numprocesses", None)
+    if parallel and not hasattr(config, "workerinput") and config.option.verbose <= 0:
+        config.pluginmanager.register(FileProgress(config), "agentplug-file-progress")
+
+
+class FileProgress:
+    """One line per finished test file under pytest-xdist (``-n``), which otherwise
+    prints only dots that say nothing about where a long run is. Passing tests print no
+    dot while this is active; failures still print ``F`` and their report at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.left: dict[str, int] = {}
+        self.outcomes: dict[str, dict[str, int]] = {}
+        self.seconds: dict[str, float] = {}
+        self.worst: dict[str, str] = {}
+        self.files_done = 0
+
+    def _count(self, nodeids: list[str]) -> None:
+        if self.left:
+            return  # every xdist worker collects the same ids
+        for nodeid in nodeids:
+            path = nodeid.split("::", 1)[0]
+            self.left[path] = self.left.get(path, 0) + 1
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._count([item.nodeid for item in session.items])
+
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        self._count(list(ids))
+
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport, config: pytest.Config
+    ) -> tuple[str, str, str] | None:
+        if report.when == "call" and report.passed:
+            return "passed", "", "PASSED"
+        return None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        path = report.nodeid.split("::", 1)[0]
+        self.seconds[path] = self.seconds.get(path, 0.0) + report.duration
+        outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+        failed_before = self.worst.get(report.nodeid) == "failed"
+        if (report.when == "call" or outcome != "passed") and not failed_before:
+            self.worst[report.nodeid] = outcome
+        if report.when != "teardown" or path not in self.left:
+            return
+        final = self.worst.pop(report.nodeid, "passed")
+        counts = self.outcomes.setdefault(path, {})
+        counts[final] = counts.get(final, 0) + 1
+        self.left[path] -= 1
+        if self.left[path] == 0:
+            self.files_done += 1
+            summary = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.ensure_newline()
+                reporter.write_line(
+                    f"[{self.files_done:>3}/{len(self.left)}] {path}: {summary} "
+                    f"({self.seconds[path]:.1f} s)"
+                )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

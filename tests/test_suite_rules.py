@@ -110,3 +110,33 @@ def test_make_test_installs_the_js_extra_so_ci_runs_the_javascript_tests() -> No
     assert {"test", "js", "api", "yaml"} <= set(extras)
     demo_rule = makefile.split("$(DEMO_STAMP): ", 1)[1].split("\n\n", 1)[0]
     assert "install -e .\n" in demo_rule and "[test" not in demo_rule  # the demo: no extras
+
+
+def _module_marks(path: Path) -> set[str]:
+    """Names of the marks a test module's ``pytestmark = pytest.mark.<name>`` sets."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    marks: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            for sub in ast.walk(node.value):
+                parent = getattr(sub, "value", None)
+                is_mark = isinstance(parent, ast.Attribute) and parent.attr == "mark"
+                if isinstance(sub, ast.Attribute) and is_mark:
+                    marks.add(sub.attr)
+    return marks
+
+
+def test_multi_process_test_modules_carry_the_stress_marker() -> None:
+    modules = sorted((ROOT / "tests").rglob("*_multiprocess.py"))
+    assert modules
+    unmarked = [str(p.relative_to(ROOT)) for p in modules if "stress" not in _module_marks(p)]
+    assert unmarked == [], "add `pytestmark = pytest.mark.stress` to these modules"
+
+
+def test_make_pytest_runs_in_parallel_and_keeps_the_stress_tests() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    rule = makefile.split("\npytest: ", 1)[1].split("\n\n", 1)[0]
+    assert " -n " in rule  # pytest-xdist
+    assert "not stress" not in rule  # CI runs `make test`: the stress tests run there

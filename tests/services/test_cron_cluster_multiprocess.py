@@ -20,6 +20,8 @@ import pytest
 from agentplug.services.cron_cluster import wall_ms
 from agentplug.store import open_store_url
 
+pytestmark = pytest.mark.stress
+
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:

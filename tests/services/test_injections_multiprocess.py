@@ -21,6 +21,8 @@ import pytest
 from agentplug import PluginHost
 from agentplug.store import StateStore, open_store_url
 
+pytestmark = pytest.mark.stress
+
 SESSIONS = 50  # 1000 keys over 50 sessions: 20 per session, under the per-plugin limit
 KEYS = 1000
 ROUNDS = 20

@@ -15,6 +15,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.stress
+
 WRITER = textwrap.dedent(
     """
     import sys
