@@ -3,8 +3,9 @@
 ``python bench/run.py`` (or ``make bench``) runs the dispatch, dict-input, start-up and
 discovery benchmarks and, when present, ``bench/bench_http.py``, ``bench/bench_code.py``,
 ``bench/bench_services.py``, ``bench/bench_agent.py`` (the turn runner's overhead per
-turn) and ``bench/bench_store.py`` (SQLite and PostgreSQL state stores side by side, 1 and
-8 writer processes); each imported guarded: a missing or failing optional benchmark is
+turn), ``bench/bench_store.py`` (SQLite and PostgreSQL state stores side by side, 1 and
+8 writer processes) and ``bench/bench_bounds.py`` (the memory peak of a turn receiving a
+50 MB model response); each imported guarded: a missing or failing optional benchmark is
 recorded, not fatal. ``--quick`` is a short
 smoke run (fewer repeats; numbers are noisier). Exit status is 0 when the benchmarks ran,
 whether or not a target was met (the table and the JSON say which); it is 1 only when one of
@@ -34,7 +35,14 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 CORE = ("bench_dispatch", "bench_input", "bench_startup", "bench_discovery")
-OPTIONAL = ("bench_http", "bench_code", "bench_services", "bench_agent", "bench_store")
+OPTIONAL = (
+    "bench_http",
+    "bench_code",
+    "bench_services",
+    "bench_agent",
+    "bench_store",
+    "bench_bounds",
+)
 QUICK_N = 40  # request count for an optional ``run(n=...)`` benchmark under --quick
 
 
@@ -231,13 +239,21 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
             )
         )
     rows += _store_rows(results.get("bench_store", {}))
+    rows += _bounds_rows(results.get("bench_bounds", {}))
     for name, entry in results.items():
         if entry.get("status") == "error":
             error = str(entry.get("error", "?"))
             rows.append((name.removeprefix("bench_"), "ERROR", error[:100], ""))
         elif entry.get("status") == "absent":
             rows.append((name.removeprefix("bench_"), "not present", "-", ""))
-        elif name not in (*CORE, "bench_http", "bench_code", "bench_agent", "bench_store"):
+        elif name not in (
+            *CORE,
+            "bench_http",
+            "bench_code",
+            "bench_agent",
+            "bench_store",
+            "bench_bounds",
+        ):
             rows.append((name.removeprefix("bench_"), "ran", f"{entry['seconds']:.1f} s", ""))
     return rows
 
@@ -269,6 +285,31 @@ def _store_rows(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"{op} x{writers} writers: sqlite vs postgres, ops/s (p99 ms)",
                 " vs ".join(cells),
                 "",
+            )
+        )
+    return rows
+
+
+def _bounds_rows(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Peak RSS growth of a turn receiving 50 MB, per case, against the response limit."""
+    r = entry.get("result")
+    if entry.get("status") != "ok" or not isinstance(r, dict):
+        return []
+    rows: list[tuple[str, str, str, str]] = []
+    for name, case in r["cases"].items():
+        target = ""
+        if "meets_target" in case:
+            target = (
+                f"< {r['target_factor']:g}x {case['limit_mib']:g} MiB "
+                f"{'MET' if case['meets_target'] else 'MISSED'}"
+            )
+        rows.append(
+            (
+                "bounds",
+                f"50 MB response, {name}: peak RSS growth over baseline",
+                f"+{case['growth_mib']:.1f} MiB over {case['baseline_mib']:.1f} "
+                f"({case['growth_vs_raw_httpx']:.2f}x raw httpx)",
+                target,
             )
         )
     return rows

@@ -1,8 +1,12 @@
 """A real OpenAI-compatible chat-completions server on 127.0.0.1 for the tests.
 
 Each request pops the next scripted answer: ``(status, body, headers)`` where ``body``
-is a dict (sent as JSON), ``bytes`` (sent as is) or ``"hang"`` (the handler waits until
-the server stops). Every request's path, headers and JSON body are recorded.
+is a dict (sent as JSON), ``bytes`` (sent as is), ``"hang"`` (the handler waits until
+the server stops), a :class:`Drip` (headers at once, then the body one byte per
+interval) or an :class:`Unsized` body (no content-length: the body ends when the server
+closes). Every request's path, headers, JSON body and size in bytes are recorded; a
+client that gives up mid-body is counted in ``aborted`` (``sent`` holds the body bytes
+each answer managed to write).
 """
 
 from __future__ import annotations
@@ -11,14 +15,35 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Drip:
+    """A body sent one byte every ``interval`` seconds after the headers."""
+
+    data: bytes
+    interval: float
+
+
+@dataclass(frozen=True)
+class Unsized:
+    """A body sent without a content-length (HTTP/1.0: it ends when the connection closes)."""
+
+    data: bytes
 
 
 class ChatServer:
     def __init__(self) -> None:
         self.answers: list[tuple[int, Any, dict[str, str]]] = []
         self.requests: list[dict[str, Any]] = []
+        self.sent: list[int] = []
+        """Body bytes written per answer (fewer than the body when the client gave up)."""
+        self.aborted = 0
+        self.answered = threading.Event()
+        """Set each time a handler has finished writing (or given up on) an answer."""
         self.stop = threading.Event()
         self.get_text = "ok"
         """What a GET answers (a stand-in web API for custom http actions)."""
@@ -49,22 +74,50 @@ class ChatServer:
                         "path": self.path,
                         "headers": {k.lower(): v for k, v in self.headers.items()},
                         "body": body,
+                        "size": len(raw),
                     }
                 )
+                del raw, body
                 status, answer, headers = (
                     server.answers.pop(0) if server.answers else (500, {"error": "no answer"}, {})
                 )
-                if answer == "hang":
+                if isinstance(answer, str) and answer == "hang":
                     server.stop.wait(10)
                     return
-                data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
+                try:
+                    self._answer(status, answer, headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    server.aborted += 1
+                finally:
+                    server.answered.set()
+
+            def _answer(self, status: int, answer: Any, headers: dict[str, str]) -> None:
+                if isinstance(answer, Drip | Unsized):
+                    data = answer.data
+                elif isinstance(answer, bytes):
+                    data = answer
+                else:
+                    data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
+                if not isinstance(answer, Unsized):
+                    self.send_header("content-length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(data)
+                server.sent.append(0)
+                if isinstance(answer, Drip):
+                    for index in range(len(data)):
+                        if server.stop.wait(answer.interval):
+                            return
+                        self.wfile.write(data[index : index + 1])
+                        self.wfile.flush()
+                        server.sent[-1] += 1
+                    return
+                step = 1 << 20
+                for start in range(0, len(data), step):
+                    self.wfile.write(data[start : start + step])
+                    server.sent[-1] += len(data[start : start + step])
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -123,6 +176,14 @@ class ChatServer:
 
     def raw(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         self.answers.append((status, body, headers or {}))
+
+    def completion(self, message: dict[str, Any]) -> bytes:
+        """The JSON body of a chat completion whose ``choices[0].message`` is ``message``."""
+        body = {
+            "id": "chatcmpl-3",
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}}],
+        }
+        return json.dumps(body).encode()
 
 
 @contextmanager

@@ -138,7 +138,7 @@ def test_openai_timeout_is_a_clear_error(server: ChatServer) -> None:
     recorder = Recorder()
     result = run(_runner(server, recorder, timeout_s=0.3).run_turn("hi", session_key="s1"))
     assert result.status == "failed"
-    assert "did not answer within 0.3 s" in (result.error or "")
+    assert "did not complete within 0.3 s" in (result.error or "")
     assert recorder.events("model_call_ended")[0].outcome == "error"
     assert recorder.events("agent_end")[0].success is False
 

@@ -9,6 +9,7 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,10 +38,13 @@ class Received:
 
 
 class EchoServer:
-    """Records requests; ``/status/<n>`` answers n, ``/redirect`` answers 302 to loopback."""
+    """Records requests; ``/status/<n>`` answers n, ``/redirect`` answers 302 to loopback,
+    ``/drip`` sends 40 body bytes one every 0.3 s (``dripped`` counts those written)."""
 
     def __init__(self) -> None:
         self.requests: list[Received] = []
+        self.dripped = 0
+        self.drip_over = threading.Event()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -63,6 +67,9 @@ class EchoServer:
                     status, extra = 302, {"Location": f"http://127.0.0.1:{owner.port}/secret"}
                 elif path == "/big":
                     payload = b"x" * 5000
+                if path == "/drip":
+                    self._drip()
+                    return
                 self.send_response(status)
                 for key, value in extra.items():
                     self.send_header(key, value)
@@ -70,6 +77,22 @@ class EchoServer:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(payload)
+
+            def _drip(self) -> None:
+                owner.dripped = 0
+                self.send_response(200)
+                self.send_header("Content-Length", "40")
+                self.end_headers()
+                try:
+                    for _ in range(40):
+                        self.wfile.write(b"d")
+                        self.wfile.flush()
+                        owner.dripped += 1
+                        time.sleep(0.3)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    owner.drip_over.set()
 
             do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = _handle
 
@@ -82,7 +105,7 @@ class EchoServer:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def policy(self, **extra: int) -> SSRFPolicy:
+    def policy(self, **extra: float) -> SSRFPolicy:
         return SSRFPolicy(allow_hosts=[f"127.0.0.1:{self.port}"], **extra)
 
     def close(self) -> None:
@@ -280,6 +303,26 @@ def test_network_error_is_a_failed_output_with_the_reason(echo: EchoServer) -> N
 def test_long_output_is_bounded_and_marked_truncated(echo: EchoServer) -> None:
     out = _run(echo, {"url": echo.base + "/big"}, {}, policy=echo.policy(max_response_bytes=100))
     assert out.output == "x" * 100 + "\n[response truncated at 100 bytes]"
+
+
+def test_a_url_over_the_length_limit_is_reported_as_too_long_not_as_an_ssrf_block(
+    echo: EchoServer,
+) -> None:
+    before = len(echo.requests)
+    out = _run(echo, {"url": echo.base + "/search?q={{q}}"}, {"q": "a" * 70_000})
+    assert out.ok is False
+    assert "SSRF" not in out.output and "allowHosts" not in out.output
+    assert "URL too long" in out.output and "65536" in out.output
+    assert len(out.output) < 1000  # the message does not quote the whole URL
+    assert len(echo.requests) == before
+
+
+def test_a_slow_drip_cannot_keep_an_http_action_past_its_timeout(echo: EchoServer) -> None:
+    echo.drip_over.clear()
+    out = _run(echo, {"url": echo.base + "/drip"}, {}, policy=echo.policy(timeout_seconds=0.5))
+    assert out.ok is False and "timed out after 0.5 s" in out.output
+    assert echo.drip_over.wait(30)
+    assert echo.dripped < 40
 
 
 def test_handler_output_is_frozen() -> None:

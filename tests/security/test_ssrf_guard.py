@@ -781,3 +781,21 @@ def test_policy_rejects_malformed_allow_hosts_entry(entry: str) -> None:
 def test_policy_rejects_malformed_allow_cidrs_entry() -> None:
     with pytest.raises(ValueError, match="allowCidrs entry"):
         SSRFPolicy(allow_cidrs=["10.0.0.0/33"])
+
+
+def test_a_url_over_the_length_limit_is_too_long_even_for_an_allowed_host() -> None:
+    allowed = SSRFPolicy(allow_hosts=["127.0.0.1:9"])
+    url = "http://127.0.0.1:9/" + "a" * 70_000
+    with pytest.raises(FetchError, match=r"URL too long: 70019 characters, the limit is 65536"):
+        asyncio.run(guarded_fetch(url, policy=allowed))
+
+
+def test_an_unparsable_url_to_an_allowed_host_is_invalid_not_ssrf_blocked() -> None:
+    allowed = SSRFPolicy(allow_hosts=["127.0.0.1:9"])
+    with pytest.raises(FetchError, match="invalid URL"):
+        asyncio.run(guarded_fetch("http://127.0.0.1:9/a\x00b", policy=allowed))
+
+
+def test_an_unparsable_url_to_an_internal_host_stays_ssrf_blocked() -> None:
+    with pytest.raises(SSRFBlocked, match="loopback"):
+        asyncio.run(guarded_fetch("http://127.0.0.1:9/a\x00b", policy=SSRFPolicy()))

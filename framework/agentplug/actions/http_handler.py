@@ -29,6 +29,7 @@ from agentplug.security.ssrf import (
     SSRFBlocked,
     SSRFPolicy,
     guarded_fetch,
+    shown_url,
 )
 
 __all__ = ["HttpHandlerDef", "render_body", "render_url", "run_http_handler"]
@@ -133,12 +134,13 @@ async def run_http_handler(
     except SSRFBlocked as exc:
         return HandlerOutput(ok=False, output=f"Blocked by SSRF protection: {exc}")
     except FetchError as exc:
-        return HandlerOutput(ok=False, output=f"HTTP {defn.method} {url} failed: {exc}")
+        return HandlerOutput(ok=False, output=f"HTTP {defn.method} {shown_url(url)} failed: {exc}")
     if result.redirect_location is not None:
         return HandlerOutput(
             ok=False,
             output=(
-                f"Redirect blocked: {defn.method} {url} answered {result.status} with Location "
+                f"Redirect blocked: {defn.method} {shown_url(url)} answered {result.status} "
+                "with Location "
                 f"{result.redirect_location!r}; redirects are never followed (SSRF protection). "
                 "Point the action's url at the final address instead."
             ),

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from agentplug.agent.limits import bound_response, within_deadline
 from agentplug.agent.providers.base import ModelRequest
 from agentplug.agent.turn import Turn
 from agentplug.services.toolresults import strip_details
@@ -70,6 +71,7 @@ async def compact(turn: Turn) -> bool:
     }
     await host.dispatch("before_compaction", event, ctx)
     older = [m for m in strip_details(messages[:cut])]
+    limits = turn.runner.config.limits
     request = ModelRequest(
         model=turn.model,
         messages=[{"role": "system", "content": SUMMARY_PROMPT}]
@@ -80,9 +82,14 @@ async def compact(turn: Turn) -> bool:
             }
             for m in older
         ],
+        max_response_bytes=limits.model_response_bytes,
     )
     try:
-        response = await turn.runner.provider_for(turn.provider_name).complete(request)
+        response = await within_deadline(
+            turn.runner.provider_for(turn.provider_name).complete(request),
+            limits,
+            f"compaction call to {turn.provider_name}/{turn.model}",
+        )
     except Exception as exc:  # ProviderError or a provider bug: keep the transcript
         log.warning(
             "compaction of %s failed (%s); transcript kept",
@@ -95,7 +102,7 @@ async def compact(turn: Turn) -> bool:
             ctx,
         )
         return False
-    summary = response.text.strip() or "(no summary)"
+    summary = bound_response(response, limits, turn.steps).response.text.strip() or "(no summary)"
     turn.session.messages = [
         {
             "role": "system",

@@ -8,6 +8,9 @@ agent:
   context_token_budget: 32000    # compaction starts when the transcript passes it
   compaction_keep_messages: 6    # recent messages kept verbatim after a compaction
   deliver_timeout_ms: 15000      # default budget of a before-deliver stage
+  limits:                        # bounds on model input (docs/limits.md has the table)
+    tool_calls_per_response: 64
+    model_response_bytes: 16777216
   tools:
     actions: true                # every registered action becomes a tool
     mcp_servers:                 # MCP servers' tools, named <server>__<tool>
@@ -27,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from agentplug.agent.limits import AgentLimits
 from agentplug.agent.mcp import McpServerConfig
 from agentplug.core.errors import ConfigError
 
@@ -66,6 +70,8 @@ class AgentConfig(_Strict):
     deliver_timeout_ms: int = Field(default=15_000, gt=0, le=600_000)
     """Default budget of each before-deliver stage of the reply dispatcher."""
     tools: AgentToolsConfig = Field(default_factory=AgentToolsConfig)
+    limits: AgentLimits = Field(default_factory=AgentLimits)
+    """Bounds on what a model sends (tool calls, arguments, results, reply, bytes, time)."""
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Options per provider name (``openai``, ``scripted``, third-party names)."""
 

@@ -3,7 +3,9 @@
 Per attempt: ``llm_input``, ``model_call_started``, the provider call,
 ``model_call_ended`` (sanitised fields only, the request id as a bounded keyed hash),
 and ``llm_output`` only when the attempt produced output (text or tool calls): a failed
-attempt never reaches ``llm_output``. Tool calls run through
+attempt never reaches ``llm_output``. Each call is bounded by ``agent.limits`` (its
+duration, the bytes read, then :func:`~agentplug.agent.limits.bound_response` before any
+hook or the transcript sees the response). Tool calls run through
 :func:`~agentplug.agent.toolrun.run_tool_call`; the loop goes on until the model gives a
 final reply or ``agent.max_steps`` model calls were made. A final reply goes to
 ``before_agent_finalize``; a ``revise`` adds the revision prompt and runs one more pass,
@@ -20,6 +22,7 @@ import uuid
 from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
+from agentplug.agent.limits import BoundedResponse, bound_response, within_deadline
 from agentplug.agent.providers.base import (
     ModelDelta,
     ModelProvider,
@@ -102,8 +105,9 @@ async def _complete(turn: Turn, provider: ModelProvider, request: ModelRequest) 
     return final
 
 
-async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> ModelResponse:
-    """One attempt with its hooks (see the module docstring)."""
+async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedResponse:
+    """One attempt with its hooks, its response held to the limits (see the module
+    docstring)."""
     runner = turn.runner
     host = turn.host
     try:
@@ -127,16 +131,21 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> ModelRespons
     transport = "http" if turn.provider_name != "scripted" else "in-process"
     base = _telemetry(turn, call_id, transport)
     await host.dispatch("model_call_started", base, turn.ctx)
+    limits = runner.config.limits
     request = ModelRequest(
         model=turn.model,
         messages=messages,
         tools=runner.tools.schemas(runner.config.tools.exclude),
+        max_response_bytes=limits.model_response_bytes,
     )
     started = time.perf_counter()
     outcome, error = "ok", None
     response: ModelResponse | None = None
+    what = f"model call to {turn.provider_name}/{turn.model}"
     try:
-        response = await abortable(turn, _complete(turn, provider, request))
+        response = await abortable(
+            turn, within_deadline(_complete(turn, provider, request), limits, what)
+        )
     except TurnCancelled:
         outcome = "cancelled"
         raise
@@ -157,6 +166,9 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> ModelRespons
         )
     if error is not None or response is None:
         raise TurnFailed(error or "the provider returned nothing")
+    taken = {str(m.get("tool_call_id")) for m in turn.session.messages if m.get("role") == "tool"}
+    bounded = bound_response(response, limits, turn.steps, taken)
+    response = bounded.response
     if response.has_output:
         await host.dispatch(
             "llm_output",
@@ -176,7 +188,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> ModelRespons
             },
             turn.ctx,
         )
-    return response
+    return bounded
 
 
 def _assistant_message(response: ModelResponse) -> dict[str, Any]:
@@ -232,7 +244,8 @@ async def model_loop(turn: Turn) -> None:
             return
         await runner.maybe_compact(turn)
         messages = provider_messages(turn.system_prompt, turn.session.messages)
-        response = await call_model(turn, messages)
+        bounded = await call_model(turn, messages)
+        response = bounded.response
         turn.steps += 1
         assistant = _assistant_message(response)
         written = write_message(turn.host, turn.session, assistant, turn.tool_ctx)
@@ -242,8 +255,8 @@ async def model_loop(turn: Turn) -> None:
                 {"role": "assistant", "content": "", "tool_calls": assistant["tool_calls"]}
             )
         if response.tool_calls:
-            for call in response.tool_calls:
-                await run_tool_call(turn, call)
+            for call, refusal in zip(response.tool_calls, bounded.refusals, strict=True):
+                await run_tool_call(turn, call, refusal=refusal)
                 turn.check_aborted()
             continue
         if await _revise(turn, response.text):

@@ -5,7 +5,9 @@ its filter for exec tools, approvals with durable grants), then the tool, then
 ``after_tool_call``, then ``tool_result_persist`` + ``before_message_write`` for the
 transcript write (:func:`~agentplug.services.toolresults.persist_tool_result`, which also
 bounds ``details``). The result always answers the model's call id: a blocked call, an
-unknown tool or a failing tool is an error result the model can read, never a crash.
+unknown tool, a failing tool or a call refused by ``agent.limits`` (which never reaches
+the gate) is an error result the model can read, never a crash. The content the model
+reads is cut at ``agent.limits.tool_result_chars``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
+from agentplug.agent.limits import cut_tool_result
 from agentplug.agent.providers.base import ToolCall
 from agentplug.agent.tools import ToolCallContext, ToolOutput
 from agentplug.agent.turn import Turn
@@ -98,10 +102,17 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
     return output, params
 
 
-async def run_tool_call(turn: Turn, call: ToolCall) -> dict[str, Any]:
-    """Run one call; return the tool message the model will read next."""
+async def run_tool_call(
+    turn: Turn, call: ToolCall, *, refusal: str | None = None
+) -> dict[str, Any]:
+    """Run one call (or answer it with ``refusal`` without running it); return the tool
+    message the model will read next."""
     started = time.perf_counter()
-    output, params = await _execute(turn, call)
+    if refusal is not None:
+        output, params = ToolOutput(refusal, is_error=True), dict(call.arguments)
+    else:
+        output, params = await _execute(turn, call)
+    output = replace(output, content=cut_tool_result(output.content, turn.runner.config.limits))
     duration_ms = (time.perf_counter() - started) * 1000
     await turn.host.dispatch(
         "after_tool_call",

@@ -36,7 +36,7 @@ class ProviderError(AgentplugError):
     """A provider call failed (HTTP error, timeout, malformed body, bad config).
 
     ``kind`` is a short machine-readable class: ``http``, ``timeout``, ``malformed``,
-    ``config``, ``connection``, ``scripted``.
+    ``config``, ``connection``, ``scripted``, ``limit`` (a response over a bound).
     """
 
     def __init__(self, message: str, *, kind: str = "error", status: int | None = None) -> None:
@@ -91,6 +91,9 @@ class ModelRequest:
     messages: list[dict[str, Any]]
     tools: list[ToolSchema] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
+    max_response_bytes: int | None = None
+    """Most bytes of response to read (``agent.limits.model_response_bytes``); a provider
+    that reads more fails the call with a ``limit`` :class:`ProviderError`."""
 
 
 @dataclass

@@ -9,17 +9,23 @@ else that speaks ``POST {base_url}/chat/completions``. Options
 - ``api_key_env``: the name of the environment variable holding the API key (default
   ``OPENAI_API_KEY``); the key itself never appears in the config. A server that needs no
   key (a local one) works with the variable unset;
-- ``timeout_s``: per-call budget (default 60);
+- ``timeout_s``: the total deadline of one call, connecting, sending and reading the
+  whole body included (default 60): a server that drips its answer cannot outlive it;
 - ``temperature``, ``max_tokens``, ``extra_body``: passed through.
 
-Every failure is a one-line :class:`ProviderError`: HTTP errors (with the server's own
-message when it sent one), timeouts, connection failures and malformed bodies.
+The body is read incrementally and never past :attr:`ModelRequest.max_response_bytes`
+(``agent.limits.model_response_bytes``, 16 MiB when the request sets none); a compressed
+body is bounded after decompression. Every failure is a one-line :class:`ProviderError`:
+HTTP errors (with the server's own message when it sent one), timeouts, connection
+failures, responses over the limit and malformed bodies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,10 +38,59 @@ from agentplug.agent.providers.base import (
     ToolCall,
 )
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIProvider"]
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+"""The response bound when a request does not carry one (the ``agent.limits`` default)."""
 _MAX_ERROR_CHARS = 300
+_MAX_ERROR_BODY_BYTES = 64 * 1024
+"""An error body is read this far only: its message is cut at 300 characters anyway."""
+
+
+class _TooLarge(Exception):
+    """The body passed the byte limit (raised by :func:`_read_body`)."""
+
+
+class _Undecodable(Exception):
+    """The body's content-encoding is unknown or its compressed data is broken."""
+
+
+async def _read_body(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes:
+    """The body, decompressed, read chunk by chunk and never held past ``limit`` bytes.
+
+    Past the limit: :class:`_TooLarge`, or with ``cut`` the first ``limit`` bytes. A
+    declared length over the limit is refused before reading; a compressed chunk is
+    inflated only up to the room left.
+    """
+    declared = response.headers.get("content-length", "")
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    identity = encoding in ("", "identity")
+    if identity and not cut and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    inflater: Any = None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or a zlib header
+    elif not identity:
+        raise _Undecodable(f"unsupported content-encoding {encoding!r}")
+    chunks: list[bytes] = []
+    size = 0
+    async for raw in response.aiter_raw():
+        chunk, over = raw, False
+        if inflater is not None:
+            try:
+                chunk = inflater.decompress(raw, limit - size + 1)
+            except zlib.error as exc:
+                raise _Undecodable(f"broken {encoding} data ({exc})") from None
+            over = bool(inflater.unconsumed_tail)
+        if over or size + len(chunk) > limit:
+            if not cut:
+                raise _TooLarge
+            chunks.append(chunk[: limit - size])
+            break
+        size += len(chunk)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class OpenAIProvider:
@@ -103,15 +158,43 @@ class OpenAIProvider:
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One chat-completions call; a :class:`ProviderError` on any failure."""
         url = self.url
+        limit = request.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES
+        deadline = asyncio.timeout(self.timeout_s)
+        data, error_body = b"", None
         try:
-            async with httpx.AsyncClient(
-                timeout=self.timeout_s, transport=self._transport, trust_env=False
-            ) as client:
-                response = await client.post(url, json=self.body(request), headers=self._headers())
-        except httpx.TimeoutException:
+            async with (
+                deadline,
+                httpx.AsyncClient(
+                    timeout=self.timeout_s, transport=self._transport, trust_env=False
+                ) as client,
+                client.stream(
+                    "POST", url, json=self.body(request), headers=self._headers()
+                ) as response,
+            ):
+                status = response.status_code
+                if status >= 400:
+                    error_body = await _error_response(response)
+                else:
+                    data = await _read_body(response, limit)
+        except _Undecodable as exc:
             raise ProviderError(
-                f"openai provider: {url} did not answer within {self.timeout_s:g} s; raise "
-                "agent.providers.openai.timeout_s or check the server",
+                f"openai provider: {url} sent a body that cannot be decoded: {exc}",
+                kind="malformed",
+            ) from None
+        except _TooLarge:
+            raise ProviderError(
+                f"openai provider: the response from {url} is over {limit} bytes "
+                "(agent.limits.model_response_bytes); raise the limit or ask for less "
+                "(max_tokens)",
+                kind="limit",
+            ) from None
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            if isinstance(exc, TimeoutError) and not deadline.expired():
+                raise
+            raise ProviderError(
+                f"openai provider: {url} did not complete within {self.timeout_s:g} s "
+                "(agent.providers.openai.timeout_s, the total deadline of one call, body "
+                "included); raise it or check the server",
                 kind="timeout",
             ) from None
         except httpx.HTTPError as exc:
@@ -121,22 +204,37 @@ class OpenAIProvider:
                 kind="connection",
             ) from None
         request_id = response.headers.get("x-request-id")
-        if response.status_code >= 400:
+        if error_body is not None:
             raise ProviderError(
-                f"openai provider: HTTP {response.status_code} from {url}: "
-                f"{_error_message(response)}{_hint(response.status_code, self.api_key_env)}",
+                f"openai provider: HTTP {status} from {url}: "
+                f"{_error_message(error_body)}{_hint(status, self.api_key_env)}",
                 kind="http",
-                status=response.status_code,
+                status=status,
             )
         try:
-            data = response.json()
-        except ValueError:
+            text = data.decode(json.detect_encoding(data))
+            del data  # the decoded text replaces the bytes: two copies at most, not three
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
             raise ProviderError(
-                f"openai provider: {url} answered HTTP {response.status_code} with a body "
+                f"openai provider: {url} answered HTTP {status} with a body "
                 "that is not JSON; is base_url an OpenAI-compatible /v1 endpoint?",
                 kind="malformed",
             ) from None
-        return parse_completion(data, url, request_id)
+        del text
+        return parse_completion(parsed, url, request_id)
+
+
+async def _error_response(response: httpx.Response) -> httpx.Response:
+    """An error response rebuilt from its first bytes (enough for its message)."""
+    try:
+        body = await _read_body(response, _MAX_ERROR_BODY_BYTES, cut=True)
+    except _Undecodable:
+        body = b""
+    content_type = response.headers.get("content-type", "application/octet-stream")
+    return httpx.Response(
+        response.status_code, headers={"content-type": content_type}, content=body
+    )
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -202,7 +300,7 @@ def parse_completion(data: Any, url: str, request_id: str | None = None) -> Mode
         else:
             try:
                 arguments = json.loads(str(arguments_text))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth
                 arguments, raw_text = {}, str(arguments_text)
             if not isinstance(arguments, dict):
                 arguments, raw_text = {}, str(arguments_text)

@@ -69,7 +69,7 @@ def _tool_call(raw: Any, index: int, call: int) -> ToolCall:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return ToolCall(
                 str(raw.get("id") or f"call_{call}_{index}"), raw["name"], {}, arguments
             )

@@ -13,7 +13,8 @@ the private network or a cloud metadata endpoint. This module blocks those targe
   still carry the URL's hostname because the pinning lives in the httpcore network backend,
   below the layer that builds requests and TLS sessions.
 * Redirects are reported, never followed; environment proxies are ignored; the response body is
-  streamed and cut at a byte limit; the whole exchange is bounded in time.
+  streamed and cut at a byte limit; the whole exchange is bounded in time (a total deadline,
+  not a per-read one); a URL over :data:`MAX_URL_CHARS` is refused as too long.
 
 An operator allowlist (``allowHosts`` / ``allowCidrs`` in :class:`SSRFPolicy`) admits specific
 internal targets, for example the host's own API port.
@@ -25,7 +26,7 @@ the pinned httpcore backend) and :mod:`.fetch` (:func:`guarded_fetch`).
 """
 
 from agentplug.security.ssrf.classify import blocked_name_category, classify_address
-from agentplug.security.ssrf.fetch import guarded_fetch
+from agentplug.security.ssrf.fetch import MAX_URL_CHARS, guarded_fetch, shown_url
 from agentplug.security.ssrf.hosts import IPAddress, parse_host_address
 from agentplug.security.ssrf.policy import FetchError, FetchResult, SSRFBlocked, SSRFPolicy
 from agentplug.security.ssrf.transport import (
@@ -38,6 +39,7 @@ from agentplug.security.ssrf.transport import (
 )
 
 __all__ = [
+    "MAX_URL_CHARS",
     "Connector",
     "FetchError",
     "FetchResult",
@@ -53,4 +55,5 @@ __all__ = [
     "make_guarded_client",
     "parse_host_address",
     "resolve_checked",
+    "shown_url",
 ]

@@ -15,6 +15,17 @@ from agentplug.security.ssrf.hosts import IPAddress, _strip_host, parse_host_add
 from agentplug.security.ssrf.policy import FetchError, FetchResult, SSRFBlocked, SSRFPolicy
 from agentplug.security.ssrf.transport import Connector, Resolver, make_guarded_client
 
+MAX_URL_CHARS = 65_536
+"""The longest URL sent (httpx's own limit): a longer one is a :class:`FetchError` saying so."""
+_SHOWN_URL_CHARS = 200
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error message quotes it: cut after 200 characters."""
+    if len(url) <= _SHOWN_URL_CHARS:
+        return url
+    return f"{url[:_SHOWN_URL_CHARS]}... ({len(url)} characters)"
+
 
 def _denoted_address(url: str) -> tuple[str, IPAddress, str] | None:
     """Host, address and block class of a URL's numeric host, when it denotes a blocked one."""
@@ -29,18 +40,34 @@ def _denoted_address(url: str) -> tuple[str, IPAddress, str] | None:
     return (host, literal, category) if category is not None else None
 
 
+def _admitted(url: str, address: IPAddress, policy: SSRFPolicy) -> bool:
+    """Whether the policy admits the (numeric) host of a URL httpx refused to parse."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    return policy.admits_host(parts.hostname or "", port) or policy.admits_address(address)
+
+
 def _precheck_url(url: str, policy: SSRFPolicy) -> httpx.URL:
     """Refuse unusable URLs early with a clear message; the pinned connect re-checks anyway."""
+    if len(url) > MAX_URL_CHARS:
+        # Checked first: httpx's own refusal would otherwise be read as an odd host spelling.
+        raise FetchError(
+            f"URL too long: {len(url)} characters, the limit is {MAX_URL_CHARS} "
+            f"({shown_url(url)!r}); send long values in the request body instead"
+        )
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
         # httpx refuses some spellings a resolver would accept (``0177.0.0.1``). Say what the
         # host denotes when it is internal, so the operator sees why, not just "invalid".
         denoted = _denoted_address(url)
-        if denoted is not None:
+        if denoted is not None and not _admitted(url, denoted[1], policy):
             bad_host, bad_address, bad_class = denoted
             raise SSRFBlocked(bad_host, str(bad_address), bad_class) from exc
-        raise FetchError(f"invalid URL {url!r}: {exc}") from exc
+        raise FetchError(f"invalid URL {shown_url(url)!r}: {exc}") from exc
     if parsed.scheme not in ("http", "https"):
         raise SSRFBlocked(
             parsed.host or url,
@@ -49,7 +76,7 @@ def _precheck_url(url: str, policy: SSRFPolicy) -> httpx.URL:
             hint="Only http:// and https:// URLs are allowed.",
         )
     if not parsed.host:
-        raise FetchError(f"invalid URL {url!r}: it has no host")
+        raise FetchError(f"invalid URL {shown_url(url)!r}: it has no host")
     if parsed.userinfo:
         # Credentials in the authority are the classic way to make different URL parsers
         # disagree about the host (http://public@internal/); they are never needed here.
