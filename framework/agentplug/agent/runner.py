@@ -140,11 +140,11 @@ class AgentRunner:
             await self.connect_mcp()
         if self._actions_loaded:
             return
-        self._actions_loaded = True
         problems = await self.host.actions.load()
         for problem in problems:
             log.warning("actions: %s", problem)
-        self.tools.add_actions(self.host.actions)
+        self.tools.add_actions(self.host.actions)  # ToolError on a name clash: every turn fails
+        self._actions_loaded = True
 
     async def connect_mcp(self) -> list[McpToolSource]:
         """Connect the ``agent.tools.mcp_servers`` (once) and add their tools; the first
