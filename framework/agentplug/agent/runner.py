@@ -151,9 +151,10 @@ class AgentRunner:
         turn does it when the host did not. Raises :class:`~agentplug.agent.mcp.McpError`
         naming the server that failed."""
         if self._mcp is None:
-            sources = await connect_servers(self.config.tools.mcp_servers)
+            taken = {t.name: f"the {t.source} tool {t.name!r}" for t in self.tools.all()}
+            sources = await connect_servers(self.config.tools.mcp_servers, taken)
             for source in sources:
-                self.tools.add_source(source, namespace=source.namespace)
+                self.tools.add_source(source)  # its tools carry their <server>__ prefix
             self._mcp = sources
         return self._mcp
 
