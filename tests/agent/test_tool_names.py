@@ -20,10 +20,11 @@ class Listing:
         self.names = list(names)
 
     def tools(self) -> list[Tool]:
-        return [
-            Tool(name, "A listed tool.", {"type": "object"}, lambda p, c: name)
-            for name in self.names
-        ]
+        return [Tool(name, "A listed tool.", {"type": "object"}, _run) for name in self.names]
+
+
+def _run(params: dict[str, object], call: object) -> str:
+    return "ran"
 
 
 def _local(text: str) -> str:
