@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 UPSTREAM = Path(__file__).with_name("mcp_upstream.py")
+RESULT_FIRST = Path(__file__).with_name("mcp_result_first.py")
 MCP_MISSING = "the MCP tests need the 'mcp' extra: pip install 'agentplug[mcp]'"
 
 
@@ -38,6 +44,45 @@ def stdio_server(upstream_log: UpstreamLog) -> dict[str, Any]:
         "args": [str(UPSTREAM)],
         "env": {"UPSTREAM_LOG": str(upstream_log.path)},
     }
+
+
+def with_extra(server: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """``server`` (a stdio entry) whose upstream also offers the hostile tools of ``extra``
+    (see ``mcp_upstream.py``: ``big``, ``description_bytes``, ``tool_count``...)."""
+    return {**server, "env": {**server["env"], "UPSTREAM_EXTRA": json.dumps(extra)}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_upstream(log: UpstreamLog, **extra: Any) -> Iterator[str]:
+    """The upstream server over streamable HTTP on 127.0.0.1 (``extra``: see ``with_extra``);
+    yields its URL."""
+    port = free_port()
+    env = {"UPSTREAM_LOG": str(log.path), "UPSTREAM_EXTRA": json.dumps(extra)}
+    proc = subprocess.Popen(
+        [sys.executable, str(UPSTREAM), "http", str(port)],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None:
+                pytest.fail("the upstream HTTP MCP server exited before listening")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 class ExampleHost:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integrations.conftest import MCP_MISSING, UpstreamLog
+from tests.integrations.conftest import MCP_MISSING, UpstreamLog, with_extra
 
 pytest.importorskip("mcp", reason=MCP_MISSING)
 pytest.importorskip("uvicorn", reason="approvals through the proxy need the 'api' extra")
@@ -60,7 +61,7 @@ def _free_port() -> int:
 class Proxy:
     """How to reach one proxy: the MCP server parameters and its control API."""
 
-    def __init__(self, tmp: Path, stdio_server: dict[str, Any]) -> None:
+    def __init__(self, tmp: Path, stdio_server: dict[str, Any], **options: Any) -> None:
         from mcp import StdioServerParameters
 
         site = tmp / "site"
@@ -79,7 +80,9 @@ class Proxy:
                     "audit-log": {"config": {"path": str(self.audit)}},
                 },
             },
-            "agent": {"tools": {"mcp_servers": {"up": {**stdio_server, "prefix": False}}}},
+            "agent": {
+                "tools": {"mcp_servers": {"up": {**stdio_server, "prefix": False, **options}}}
+            },
         }
         path = tmp / "agentplug.json"
         path.write_text(json.dumps(config))
@@ -110,6 +113,18 @@ class Proxy:
         if not self.audit.exists():
             return []
         return [json.loads(line) for line in self.audit.read_text().splitlines() if line]
+
+    def run(self) -> subprocess.CompletedProcess[str]:
+        """Run the proxy with no client (stdin at its end); its exit code and stderr."""
+        return subprocess.run(
+            [self.params.command, *self.params.args],
+            env={**os.environ, **(self.params.env or {})},
+            cwd=self.params.cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
 
     def session(self, body: Callable[[Any], Awaitable[Any]]) -> Any:
         from mcp import Client
@@ -294,3 +309,55 @@ def test_the_proxy_without_upstream_servers_says_which_key_to_set(tmp_path: Path
     assert done.returncode == 2
     assert "agent.tools.mcp_servers" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_the_proxy_cuts_a_long_upstream_description_in_tools_list(
+    tmp_path: Path, stdio_server: dict[str, Any]
+) -> None:
+    proxy = Proxy(tmp_path, with_extra(stdio_server, description_bytes=5_000_000))
+
+    async def body(client: Any) -> str:
+        listed = (await client.list_tools()).tools
+        return next(str(tool.description) for tool in listed if tool.name == "long_doc")
+
+    description = proxy.session(body)
+    assert len(description.encode()) <= 8192
+    assert description.endswith("[description cut at 8192 bytes]")
+
+
+def test_the_proxy_lists_at_most_max_tools_of_a_server(
+    tmp_path: Path, stdio_server: dict[str, Any]
+) -> None:
+    proxy = Proxy(tmp_path, with_extra(stdio_server, tool_count=300))
+
+    async def body(client: Any) -> int:
+        return len((await client.list_tools()).tools)
+
+    assert proxy.session(body) == 256
+
+
+def test_the_proxy_refuses_a_too_large_result_and_the_next_call_succeeds(
+    tmp_path: Path, stdio_server: dict[str, Any]
+) -> None:
+    # timeout_s bounds each upstream call: a stuck upstream connection fails the second one.
+    proxy = Proxy(tmp_path, with_extra(stdio_server, big=True), timeout_s=10)
+
+    async def body(client: Any) -> tuple[Any, Any]:
+        refused = await client.call_tool("big", {"size": 100_000_000})
+        return refused, await client.call_tool("echo", {"text": "after"})
+
+    refused, after = proxy.session(body)
+    assert refused.is_error
+    assert "agent.tools.mcp_servers.up.max_message_bytes" in _text(refused)
+    assert not after.is_error
+    assert _text(after) == "echo: after"
+
+
+def test_the_proxy_refuses_to_start_when_two_upstream_names_become_one(
+    tmp_path: Path, stdio_server: dict[str, Any]
+) -> None:
+    done = Proxy(tmp_path, with_extra(stdio_server, names=["a.b", "a_b"])).run()
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1
+    assert "'a.b'" in errors[0] and "'a_b'" in errors[0] and "'up'" in errors[0]

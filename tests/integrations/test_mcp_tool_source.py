@@ -8,10 +8,6 @@ reached it and with what arguments.
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +18,7 @@ from agentplug.agent.mcp import McpError, McpServerConfig
 from agentplug.core.errors import ConfigError
 from agentplug_hookspecs.tools import ToolCallResult
 
-from tests.integrations.conftest import MCP_MISSING, UPSTREAM, UpstreamLog
+from tests.integrations.conftest import MCP_MISSING, UpstreamLog, free_port, http_upstream
 
 pytest.importorskip("mcp", reason=MCP_MISSING)
 
@@ -185,34 +181,10 @@ def test_a_server_entry_needs_exactly_one_transport() -> None:
         McpServerConfig.model_validate({})
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def http_server(upstream_log: UpstreamLog) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(UPSTREAM), "http", str(port)],
-        env={"UPSTREAM_LOG": str(upstream_log.path), "PATH": "/usr/bin:/bin"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if proc.poll() is not None:
-                pytest.fail("the upstream HTTP MCP server exited before listening")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with http_upstream(upstream_log) as url:
+        yield url
 
 
 def test_a_streamable_http_server_is_a_tool_source_too(
@@ -226,7 +198,7 @@ def test_a_streamable_http_server_is_a_tool_source_too(
 
 
 def test_an_unreachable_http_server_is_an_error_naming_it() -> None:
-    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
     runner, _ = _runner({"gone": {"url": url, "timeout_s": 20}}, ["ok"])
     with pytest.raises(McpError, match="MCP server 'gone'"):
         asyncio.run(runner.connect_mcp())

@@ -14,6 +14,11 @@ A server with ``command`` is started as a subprocess and spoken to over stdio; o
 through the runner's one gate path (trusted policies, ``before_tool_call``, approvals,
 ``after_tool_call``, ``tool_result_persist``).
 
+What a server sends is bounded (docs/limits.md): each message it sends, each result, each
+description, each input schema, the number of its tools. One offered name means one
+tool: two upstream tools whose names become one (``a.b`` and ``a_b``), within a server,
+across servers or against a tool the registry already has, fail the start.
+
 Each connection lives in its own background task, which enters and leaves the SDK's
 client context (anyio requires both in the same task); calls from any task of the same
 event loop go through it. ``mcp`` is imported only when a connection starts (extra
@@ -24,14 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput
+
+if TYPE_CHECKING:
+    from agentplug.agent.mcp_transport import MessageBound
 
 __all__ = [
     "MCP_EXTRA",
@@ -48,6 +57,10 @@ MCP_EXTRA = "mcp"
 """The optional extra that installs the ``mcp`` SDK."""
 
 _BAD = re.compile(r"[^A-Za-z0-9_-]")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_MAX_PAGES = 16
+_KIB = 1024
+_MIB = 1024 * _KIB
 
 
 class McpError(RuntimeError):
@@ -76,6 +89,20 @@ class McpServerConfig(BaseModel):
     """Never these tools of the server (its own names)."""
     timeout_s: float = Field(default=30.0, gt=0, le=600)
     """Budget of connecting and of each call."""
+    max_message_bytes: int = Field(default=16 * _MIB, ge=64 * _KIB, le=1024 * _MIB)
+    """Bytes of one message read from the server; a longer one is dropped as it streams by
+    and the call it answers is refused (the connection stays open)."""
+    max_result_bytes: int = Field(default=1 * _MIB, ge=1, le=1024 * _MIB)
+    """Bytes of one tool result (its text and structured content); a larger one is refused."""
+    max_description_bytes: int = Field(default=8 * _KIB, ge=256, le=1 * _MIB)
+    """Bytes of one tool description; a longer one is cut, ending with a marker."""
+    max_schema_bytes: int = Field(default=64 * _KIB, ge=256, le=16 * _MIB)
+    """Bytes of one tool's input schema (as compact JSON); a tool with a larger one is
+    not offered."""
+    max_schema_depth: int = Field(default=32, ge=2, le=1000)
+    """Nesting of objects and arrays in one input schema; a deeper one is not offered."""
+    max_tools: int = Field(default=256, ge=1, le=10_000)
+    """Tools offered from the server (after include/exclude); the rest are not offered."""
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -120,12 +147,51 @@ def _missing_sdk(server: str) -> McpError:
     )
 
 
+def _cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` UTF-8 bytes, ending with a marker when it was cut."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    marker = f" [description cut at {limit} bytes]"
+    return data[: limit - len(marker)].decode("utf-8", "ignore") + marker
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether objects and arrays in ``value`` nest deeper than ``limit`` (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _result_bytes(result: Any) -> int:
+    size = sum(
+        len(str(block.text).encode())
+        for block in getattr(result, "content", None) or []
+        if getattr(block, "type", None) == "text"
+    )
+    structured = getattr(result, "structured_content", None)
+    if structured is not None:
+        size += len(json.dumps(structured, separators=(",", ":"), default=str))
+    return size
+
+
 class McpToolSource:
     """The tools of one MCP server (a :class:`~agentplug.agent.tools.ToolSource`).
 
-    ``await source.start()`` connects and lists the tools; ``tools()`` returns them
-    (names sanitised to what a model can call); ``await source.call(name, arguments)``
-    runs one by the server's own name; ``await source.aclose()`` disconnects.
+    ``await source.start()`` connects and lists the tools; ``tools()`` returns them, named
+    as the model calls them (``<server>__<tool>``, or the server's own names with
+    ``prefix`` off, made callable); ``await source.call(name, arguments)`` runs one by the
+    server's own name; ``await source.aclose()`` disconnects.
     """
 
     def __init__(self, name: str, config: McpServerConfig | Mapping[str, Any]) -> None:
@@ -135,32 +201,37 @@ class McpToolSource:
         self.config = config
         self._client: Any = None
         self._tools: list[Tool] = []
+        self._upstream: dict[str, str] = {}
         self._ready: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def namespace(self) -> str | None:
-        """The registry namespace (``None`` when ``prefix`` is off)."""
-        return self.name if self.config.prefix else None
+    def key(self, option: str | None = None) -> str:
+        """The config key of this server (or of one of its options), for messages."""
+        where = f"agent.tools.mcp_servers.{self.name}"
+        return f"{where}.{option}" if option else where
+
+    def _bound(self) -> MessageBound:
+        from agentplug.agent.mcp_transport import MessageBound
+
+        limit = self.config.max_message_bytes
+        return MessageBound(self.name, limit, self.key("max_message_bytes"))
 
     def _transport(self) -> Any:
         try:
             from mcp import StdioServerParameters
+
+            from agentplug.agent.mcp_transport import http_transport, stdio_transport
         except ImportError:
             raise _missing_sdk(self.name) from None
         cfg = self.config
+        bound = self._bound()
         if cfg.command is not None:
-            return StdioServerParameters(
+            params = StdioServerParameters(
                 command=cfg.command, args=list(cfg.args), env=cfg.env, cwd=cfg.cwd
             )
-        if cfg.headers:
-            import httpx2  # the SDK's HTTP client
-            from mcp.client.streamable_http import streamable_http_client
-
-            http = httpx2.AsyncClient(headers=dict(cfg.headers), timeout=cfg.timeout_s)
-            return streamable_http_client(str(cfg.url), http_client=http)
-        return str(cfg.url)
+            return stdio_transport(params, bound)
+        return http_transport(str(cfg.url), cfg.headers, cfg.timeout_s, bound)
 
     async def start(self) -> None:
         """Connect, list the tools; raise :class:`McpError` naming the server on failure."""
@@ -181,7 +252,7 @@ class McpToolSource:
             await self.aclose()
             raise McpError(
                 f"MCP server {self.name!r} did not answer within {self.config.timeout_s:g} s "
-                f"(agent.tools.mcp_servers.{self.name}.timeout_s)"
+                f"({self.key('timeout_s')})"
             ) from None
         except McpError:
             await self.aclose()
@@ -192,16 +263,19 @@ class McpToolSource:
         try:
             async with client_type(transport, read_timeout_seconds=self.config.timeout_s) as c:
                 self._client = c
-                listed = await c.list_tools()
-                self._tools = [self._tool(t) for t in listed.tools if self.config.offers(t.name)]
+                self._tools = await self._list(c)
                 if not self._ready.done():
                     self._ready.set_result(None)
                 await self._stop.wait()
         except Exception as exc:
             where = self.config.command or self.config.url
-            error = McpError(
-                f"MCP server {self.name!r} ({where}) failed: {type(exc).__name__}: "
-                f"{_first_line(exc)} (check agent.tools.mcp_servers.{self.name})"
+            error = (
+                exc
+                if isinstance(exc, McpError)
+                else McpError(
+                    f"MCP server {self.name!r} ({where}) failed: {type(exc).__name__}: "
+                    f"{_first_line(exc)} (check {self.key()})"
+                )
             )
             if not self._ready.done():
                 self._ready.set_exception(error)
@@ -210,39 +284,124 @@ class McpToolSource:
         finally:
             self._client = None
 
-    def _tool(self, spec: Any) -> Tool:
-        original = str(spec.name)
-        name = _BAD.sub("_", original)[:64] or "tool"
+    async def _list(self, client: Any) -> list[Tool]:
+        """The tools to offer: listed page by page, each bounded, at most ``max_tools``."""
+        limit = self.config.max_tools
+        offered: list[tuple[str, Tool]] = []
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            for spec in page.tools:
+                if len(offered) > limit:
+                    break
+                original = str(spec.name)
+                tool = self._tool(original, spec) if self.config.offers(original) else None
+                if tool is not None:
+                    offered.append((original, tool))
+            cursor = page.next_cursor
+            if cursor is None or len(offered) > limit:
+                break
+        if len(offered) > limit:
+            log.warning(
+                "MCP server %r lists more than %d tools; only the first %d are offered (%s)",
+                self.name,
+                limit,
+                limit,
+                self.key("max_tools"),
+            )
+            del offered[limit:]
+        owners: dict[str, str] = {}
+        for original, tool in offered:
+            _claim(owners, tool.name, f"tool {original!r} of MCP server {self.name!r}", self)
+        self._upstream = {tool.name: original for original, tool in offered}
+        return [tool for _, tool in offered]
+
+    def _refuse(self, original: str, why: str, option: str) -> None:
+        log.warning(
+            "MCP server %r: tool %r is not offered: %s (%s)",
+            self.name,
+            original,
+            why,
+            self.key(option),
+        )
+
+    def _tool(self, original: str, spec: Any) -> Tool | None:
+        cfg = self.config
+        own = _BAD.sub("_", original) or "tool"
+        name = f"{self.name}__{own}" if cfg.prefix else own
+        if not _NAME.fullmatch(name):
+            why = f"its name {name!r} is not 1-64 letters, digits, '_' or '-'"
+            self._refuse(original, f"{why} (cutting it could make two tools one)", "prefix")
+            return None
+        schema = dict(spec.input_schema or {"type": "object"})
+        if _nests_deeper(schema, cfg.max_schema_depth):
+            why = f"its input schema nests deeper than {cfg.max_schema_depth} levels"
+            self._refuse(original, why, "max_schema_depth")
+            return None
+        size = len(json.dumps(schema, separators=(",", ":"), default=str))
+        if size > cfg.max_schema_bytes:
+            why = f"its input schema is {size} bytes, over {cfg.max_schema_bytes}"
+            self._refuse(original, why, "max_schema_bytes")
+            return None
+        description = str(spec.description or f"{original} (MCP server {self.name})")
+        cut = _cut(description, cfg.max_description_bytes)
+        if cut is not description:
+            log.warning(
+                "MCP server %r: the description of tool %r is %d bytes; cut to %d (%s)",
+                self.name,
+                original,
+                len(description.encode()),
+                cfg.max_description_bytes,
+                self.key("max_description_bytes"),
+            )
 
         async def run(params: dict[str, Any], call: ToolCallContext) -> ToolOutput:
             return await self.call(original, params)
 
-        schema = dict(spec.input_schema or {"type": "object"})
         return Tool(
-            name=name,
-            description=str(spec.description or f"{original} (MCP server {self.name})"),
-            parameters=schema,
-            run=run,
-            source=f"mcp:{self.name}",
+            name=name, description=cut, parameters=schema, run=run, source=f"mcp:{self.name}"
         )
 
     def tools(self) -> list[Tool]:
-        """The tools listed when the server connected (filtered by include/exclude)."""
+        """The tools listed when the server connected (filtered and bounded)."""
         return list(self._tools)
+
+    def upstream_name(self, name: str) -> str:
+        """The server's own name of the tool offered as ``name``."""
+        return self._upstream.get(name, name)
 
     async def call(self, tool_name: str, arguments: Mapping[str, Any]) -> ToolOutput:
         """Run the server's tool ``tool_name`` (its own name) with ``arguments``."""
+        from mcp.shared.exceptions import MCPError
+
         client = self._client
         if client is None:
             return ToolOutput(f"MCP server {self.name!r} is not connected", is_error=True)
+        cfg = self.config
         try:
             result = await asyncio.wait_for(
-                client.call_tool(tool_name, dict(arguments)), self.config.timeout_s
+                client.call_tool(tool_name, dict(arguments)), cfg.timeout_s
             )
         except TimeoutError:
             return ToolOutput(
                 f"MCP tool {tool_name!r} of {self.name!r} did not answer within "
-                f"{self.config.timeout_s:g} s",
+                f"{cfg.timeout_s:g} s ({self.key('timeout_s')})",
+                is_error=True,
+            )
+        except MCPError as exc:
+            message, raw = _first_line(exc), str(exc)
+            # the SDK wraps a refused JSON body in its own words, and words its SSE bound
+            if self.key("max_message_bytes") in raw or f"{cfg.max_message_bytes} byte limit" in raw:
+                message = self._bound().refusal
+            return ToolOutput(
+                f"MCP tool {tool_name!r} of {self.name!r} failed: {message}", is_error=True
+            )
+        size = _result_bytes(result)
+        if size > cfg.max_result_bytes:
+            return ToolOutput(
+                f"MCP tool {tool_name!r} of {self.name!r} refused: its result is {size} bytes, "
+                f"over max_result_bytes={cfg.max_result_bytes} ({self.key('max_result_bytes')});"
+                " raise the bound or ask the tool for less",
                 is_error=True,
             )
         return tool_output(result)
@@ -269,16 +428,38 @@ def _first_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+def _claim(owners: dict[str, str], name: str, who: str, source: McpToolSource) -> None:
+    """Record that ``who`` is offered as ``name``; a name must mean one tool, or a policy
+    written for one would govern the other (:class:`McpError` naming both)."""
+    other = owners.get(name)
+    if other is not None:
+        raise McpError(
+            f"{who} and {other} would both be named {name!r}, so a policy for one would "
+            f"govern the other: exclude one ({source.key('exclude')}) or rename a server"
+        )
+    owners[name] = who
+
+
 async def connect_servers(
     servers: Mapping[str, McpServerConfig | Mapping[str, Any]],
+    taken: Mapping[str, str] | None = None,
 ) -> list[McpToolSource]:
-    """Start one :class:`McpToolSource` per server (all or none: a failure closes the rest)."""
+    """Start one :class:`McpToolSource` per server (all or none: a failure closes the rest).
+
+    No two of their tools, nor any of them and a name in ``taken`` (name -> what holds it),
+    may share a name (:class:`McpError` naming both).
+    """
     started: list[McpToolSource] = []
     try:
         for name, cfg in servers.items():
             source = McpToolSource(name, cfg)
             await source.start()
             started.append(source)
+        owners = dict(taken or {})
+        for source in started:
+            for tool in source.tools():
+                who = f"tool {source.upstream_name(tool.name)!r} of MCP server {source.name!r}"
+                _claim(owners, tool.name, who, source)
     except BaseException:
         for source in started:
             await source.aclose()

@@ -140,20 +140,21 @@ class AgentRunner:
             await self.connect_mcp()
         if self._actions_loaded:
             return
-        self._actions_loaded = True
         problems = await self.host.actions.load()
         for problem in problems:
             log.warning("actions: %s", problem)
-        self.tools.add_actions(self.host.actions)
+        self.tools.add_actions(self.host.actions)  # ToolError on a name clash: every turn fails
+        self._actions_loaded = True
 
     async def connect_mcp(self) -> list[McpToolSource]:
         """Connect the ``agent.tools.mcp_servers`` (once) and add their tools; the first
         turn does it when the host did not. Raises :class:`~agentplug.agent.mcp.McpError`
         naming the server that failed."""
         if self._mcp is None:
-            sources = await connect_servers(self.config.tools.mcp_servers)
+            taken = {t.name: f"the {t.source} tool {t.name!r}" for t in self.tools.all()}
+            sources = await connect_servers(self.config.tools.mcp_servers, taken)
             for source in sources:
-                self.tools.add_source(source, namespace=source.namespace)
+                self.tools.add_source(source)  # its tools carry their <server>__ prefix
             self._mcp = sources
         return self._mcp
 

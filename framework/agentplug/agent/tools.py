@@ -263,6 +263,34 @@ class _Source:
     source: ToolSource
     namespace: str | None
 
+    def tools(self) -> list[Tool]:
+        """The source's tools, named ``<namespace>__<tool>`` when it has a namespace."""
+        if not self.namespace:
+            return list(self.source.tools())
+        return [
+            Tool(
+                name=f"{self.namespace}__{tool.name}",
+                description=tool.description,
+                parameters=tool.parameters,
+                run=tool.run,
+                source=self.namespace,
+                kind=tool.kind,
+            )
+            for tool in self.source.tools()
+        ]
+
+
+def _refuse_clashes(new: Iterable[Tool], present: Iterable[Tool]) -> None:
+    held = {tool.name: tool for tool in present}
+    for tool in new:
+        other = held.get(tool.name)
+        if other is not None:
+            raise ToolError(
+                f"tool {tool.name!r} of {tool.source} has the name of the {other.source} tool "
+                f"{other.name!r}: one name must mean one tool (a policy for it would govern "
+                "both); rename or exclude one"
+            )
+
 
 @dataclass
 class ToolRegistry:
@@ -270,6 +298,7 @@ class ToolRegistry:
 
     _tools: dict[str, Tool] = field(default_factory=dict)
     _sources: list[_Source] = field(default_factory=list)
+    _warned: set[tuple[str, str]] = field(default_factory=set)
 
     def add(self, tool: Tool) -> Tool:
         """Add one tool; its name must be unique and match ``[A-Za-z0-9_-]{1,64}``."""
@@ -280,6 +309,7 @@ class ToolRegistry:
             )
         if tool.name in self._tools:
             raise ToolError(f"tool {tool.name!r} is already registered; pick another name")
+        _refuse_clashes([tool], self.all())
         self._tools[tool.name] = tool
         return tool
 
@@ -320,28 +350,35 @@ class ToolRegistry:
         )
 
     def add_source(self, source: ToolSource, namespace: str | None = None) -> None:
-        """Add a source whose tools are listed on demand (named ``<namespace>__<tool>``)."""
-        self._sources.append(_Source(source, namespace))
+        """Add a source whose tools are listed on demand (named ``<namespace>__<tool>``).
+
+        A tool named like one the registry already has is refused (:class:`ToolError`):
+        a name means one tool, which the policies written for it govern.
+        """
+        entry = _Source(source, namespace)
+        _refuse_clashes(entry.tools(), self.all())
+        self._sources.append(entry)
 
     def add_actions(self, runtime: AgentRuntime) -> None:
         """Offer every action of ``runtime`` (live) as a tool."""
         self.add_source(ActionToolSource(runtime))
 
     def all(self) -> list[Tool]:
-        """Every tool: direct ones first, then each source's (first name wins)."""
+        """Every tool: direct ones first, then each source's. A name that a source lists
+        later than another holder (a live source's new tool) is not offered, with a
+        warning."""
         found = dict(self._tools)
         for entry in self._sources:
-            for tool in entry.source.tools():
-                if entry.namespace:
-                    tool = Tool(
-                        name=f"{entry.namespace}__{tool.name}",
-                        description=tool.description,
-                        parameters=tool.parameters,
-                        run=tool.run,
-                        source=entry.namespace,
-                        kind=tool.kind,
+            for tool in entry.tools():
+                held = found.setdefault(tool.name, tool)
+                if held is not tool and (tool.name, tool.source) not in self._warned:
+                    self._warned.add((tool.name, tool.source))
+                    log.warning(
+                        "tool %r of %s is not offered: the %s tool of that name was there first",
+                        tool.name,
+                        tool.source,
+                        held.source,
                     )
-                found.setdefault(tool.name, tool)
         return list(found.values())
 
     def get(self, name: str) -> Tool | None:

@@ -72,10 +72,9 @@ class McpProxy:
         """The tools offered to the client, by the name it calls them."""
         found: dict[str, Tool] = {}
         for source in self.sources:
-            for tool in source.tools():
-                name = f"{source.namespace}__{tool.name}" if source.namespace else tool.name
-                if name not in self._exclude and name not in found:
-                    found[name] = tool
+            for tool in source.tools():  # named and bounded by the source, unique across them
+                if tool.name not in self._exclude:
+                    found[tool.name] = tool
         return found
 
     async def list_tools(self, ctx: Any, params: Any) -> Any:
