@@ -343,6 +343,27 @@ def test_finalize_retries_are_counted_per_idempotency_key_at_most_three() -> Non
     assert len(revisions) == 3
 
 
+def test_before_agent_finalize_attempt_counts_revisions_of_the_turn_not_model_calls() -> None:
+    attempts: list[int] = []
+
+    def critic(event: Any) -> dict[str, Any] | None:
+        attempts.append(event.attempt)
+        return {"action": "revise", "reason": "shorter"} if event.attempt == 0 else None
+
+    def lookup() -> str:
+        """Look something up."""
+        return "found"
+
+    runner, _ = make_runner(
+        [tool_call("lookup"), "a long answer", "short"],
+        plugins={"critic": on("before_agent_finalize", critic)},
+    )
+    runner.tools.add_python(lookup)
+    result = run(runner.run_turn("find", session_key="s1"))
+    assert result.reply == "short" and result.steps == 3
+    assert attempts == [0, 1]  # the first final reply, then the one revision
+
+
 def test_delivery_runs_message_sending_then_reply_payload_then_stages_then_the_channel() -> None:
     order: list[str] = []
     sent: list[dict[str, Any]] = []

@@ -15,11 +15,13 @@ pytest.importorskip(
     reason="the PydanticAI adapter needs the extra: pip install 'agentplug[pydantic-ai]'",
 )
 
+from agentplug import PluginHost
 from agentplug.adapters.pydantic_ai import AgentplugCapability
 from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 
@@ -142,3 +144,190 @@ def test_test_model_calls_are_gated_too(tmp_path: Path) -> None:
     )
     asyncio.run(agent.run("go"))
     assert [name for name, _ in ran] == ["echo"]
+
+
+# -- output functions and ModelRetry ----------------------------------------------------
+
+
+def _block_everything(api: Any) -> None:
+    api.on("before_tool_call", lambda event: {"block": True, "block_reason": "nothing runs here"})
+
+
+def _returned_contents(messages: list[Any]) -> list[str]:
+    """The tool results (returned or retried) the model has read so far."""
+    return [
+        str(part.content)
+        for message in messages
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+
+
+def _calls_output_tool(seen: list[list[str]]) -> FunctionModel:
+    """Calls the agent's output tool with ``{"text": "hi"}`` every time."""
+
+    def script(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        seen.append(_returned_contents(messages))
+        name = info.output_tools[0].name
+        return ModelResponse(parts=[ToolCallPart(name, {"text": "hi"}, tool_call_id="out-1")])
+
+    return FunctionModel(script)
+
+
+def test_an_output_function_blocked_by_a_policy_does_not_run_and_the_model_reads_why() -> None:
+    host = PluginHost({})
+    host.register(_block_everything, "blocker")
+    ran: list[str] = []
+
+    def publish(text: str) -> str:
+        """Publish the text."""
+        ran.append(text)
+        return "published"
+
+    seen: list[list[str]] = []
+    agent = Agent(
+        _calls_output_tool(seen), output_type=publish, capabilities=[AgentplugCapability(host)]
+    )
+    with pytest.raises(UnexpectedModelBehavior, match="retries"):
+        asyncio.run(agent.run("publish hi"))
+    assert ran == []
+    assert seen[1] == ["tool call blocked: nothing runs here"]
+
+
+def _recording_host(seen: list[tuple[str, Any]]) -> PluginHost:
+    """A host whose only plugin records every ``before_tool_call`` / ``after_tool_call``."""
+
+    def recorder(api: Any) -> None:
+        for hook in ("before_tool_call", "after_tool_call"):
+            api.on(hook, lambda event, hook=hook: seen.append((hook, event)))
+
+    host = PluginHost({})
+    host.register(recorder, "recorder")
+    return host
+
+
+def test_an_allowed_output_function_runs_once_between_the_tool_hooks() -> None:
+    hooks: list[tuple[str, Any]] = []
+    ran: list[str] = []
+
+    def publish(text: str) -> str:
+        """Publish the text."""
+        ran.append(text)
+        return f"published {text}"
+
+    agent = Agent(
+        _calls_output_tool([]),
+        output_type=publish,
+        capabilities=[AgentplugCapability(_recording_host(hooks))],
+    )
+    assert asyncio.run(agent.run("publish hi")).output == "published hi"
+    assert ran == ["hi"]
+    (hook, before), (hook_after, after) = hooks
+    assert (hook, hook_after) == ("before_tool_call", "after_tool_call")
+    assert (before.tool_name, before.tool_kind, dict(before.params)) == (
+        "publish",
+        "output",
+        {"text": "hi"},
+    )
+    assert (after.tool_call_id, after.result, after.error) == ("out-1", "published hi", None)
+
+
+def test_a_model_retry_from_a_tool_reaches_pydantic_ai_and_the_model_retries() -> None:
+    hooks: list[tuple[str, Any]] = []
+    seen: list[list[str]] = []
+
+    def script(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        seen.append(_returned_contents(messages))
+        if seen[-1] and seen[-1][-1] == "echo: second":
+            return ModelResponse(parts=[TextPart("done")])
+        text = "second" if seen[-1] else "first"
+        return ModelResponse(parts=[ToolCallPart("echo", {"text": text}, tool_call_id="c1")])
+
+    agent = Agent(FunctionModel(script), capabilities=[AgentplugCapability(_recording_host(hooks))])
+
+    @agent.tool_plain
+    def echo(text: str) -> str:
+        """Repeat the text."""
+        if text == "first":
+            raise ModelRetry("say 'second' instead")
+        return f"echo: {text}"
+
+    result = asyncio.run(agent.run("go"))
+    assert result.output == "done"
+    assert "say 'second' instead" in seen[1][0] and "ToolRetryError" not in seen[1][0]
+    assert seen[2][-1] == "echo: second"
+    errors = [event.error for hook, event in hooks if hook == "after_tool_call"]
+    assert errors == ["ModelRetry: say 'second' instead", None]
+
+
+def test_a_model_retry_from_an_output_function_reaches_pydantic_ai() -> None:
+    host = PluginHost({})
+    tries: list[str] = []
+
+    def publish(text: str) -> str:
+        """Publish the text."""
+        tries.append(text)
+        if len(tries) == 1:
+            raise ModelRetry("publish it again")
+        return "published"
+
+    seen: list[list[str]] = []
+    agent = Agent(
+        _calls_output_tool(seen), output_type=publish, capabilities=[AgentplugCapability(host)]
+    )
+    assert asyncio.run(agent.run("publish hi")).output == "published"
+    assert tries == ["hi", "hi"]
+    assert "publish it again" in seen[1][0]
+
+
+def test_a_streamed_output_function_runs_gated_on_the_final_output_only() -> None:
+    hooks: list[tuple[str, Any]] = []
+    ran: list[tuple[str, str]] = []
+
+    def publish(title: str, body: str) -> str:
+        """Publish a post."""
+        ran.append((title, body))
+        return f"{title}: {body}"
+
+    async def stream(messages: list[Any], info: AgentInfo) -> Any:
+        name = info.output_tools[0].name
+        yield {0: DeltaToolCall(name=name, json_args='{"title": "T", ')}
+        yield {0: DeltaToolCall(json_args='"body": "half')}
+        yield {0: DeltaToolCall(json_args=' and the rest"}')}
+
+    agent = Agent(
+        FunctionModel(stream_function=stream),
+        output_type=publish,
+        capabilities=[AgentplugCapability(_recording_host(hooks))],
+    )
+
+    async def consume() -> list[str]:
+        async with agent.run_stream("go") as streamed:
+            return [o async for o in streamed.stream_output(debounce_by=None)]
+
+    assert asyncio.run(consume()) == ["T: half and the rest"]
+    assert ran == [("T", "half and the rest")]
+    assert [hook for hook, _ in hooks] == ["before_tool_call", "after_tool_call"]
+
+
+def test_an_output_function_whose_arguments_a_plugin_rewrites_does_not_run() -> None:
+    host = PluginHost({})
+    host.register(
+        lambda api: api.on("before_tool_call", lambda event: {"params": {"text": "rewritten"}}),
+        "rewrite-all",
+    )
+    ran: list[str] = []
+
+    def publish(text: str) -> str:
+        """Publish the text."""
+        ran.append(text)
+        return "published"
+
+    seen: list[list[str]] = []
+    agent = Agent(
+        _calls_output_tool(seen), output_type=publish, capabilities=[AgentplugCapability(host)]
+    )
+    with pytest.raises(UnexpectedModelBehavior):
+        asyncio.run(agent.run("publish hi"))
+    assert ran == []
+    assert "rewrote the arguments of output function 'publish'" in seen[1][0]

@@ -415,6 +415,19 @@ def test_a_failing_cleanup_callback_is_logged_and_the_others_run(
     assert "RuntimeError" in caplog.text and "confidential detail" not in caplog.text
 
 
+def test_a_cleanup_callback_with_a_defaulted_second_parameter_keeps_its_bound_value() -> None:
+    got: list[tuple[str, str]] = []
+
+    def plugin(api: PluginApi) -> None:
+        for name in ("first", "second"):
+            api.session.on_cleanup(lambda reason, tag=name: got.append((reason, tag)))
+
+    host = PluginHost()
+    host.register(plugin, "cleaner")
+    host.sessions.cleanup(S1, "reset")
+    assert got == [("reset", "first"), ("reset", "second")]
+
+
 def test_cleanup_rejects_unknown_reasons() -> None:
     host = make_host(Workflow())
     with pytest.raises(ValueError):

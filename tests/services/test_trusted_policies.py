@@ -444,6 +444,21 @@ def test_a_policy_taking_only_ctx_or_nothing_is_accepted() -> None:
     assert not outcome.blocked and seen == ["ToolContext", "none"]
 
 
+def test_a_policy_with_a_defaulted_second_parameter_keeps_its_bound_value() -> None:
+    seen: list[tuple[str, Any]] = []
+    host = PluginHost({})
+
+    def register(api: PluginApi) -> None:
+        for name in ("first", "second"):
+            api.register_trusted_tool_policy(
+                name, lambda event, pid=name: seen.append((event.tool_name, pid))
+            )
+
+    host.register(register, "core")
+    evaluate(host, cmd="ls")
+    assert seen == [("exec", "first"), ("exec", "second")]
+
+
 def test_a_policy_with_an_unusable_signature_is_rejected_at_registration_naming_it() -> None:
     host = PluginHost({})
     with pytest.raises(TrustedPolicyError, match=r"'core'.*'three'.*\['extra'\]"):

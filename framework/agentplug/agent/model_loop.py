@@ -212,7 +212,7 @@ async def _revise(turn: Turn, reply: str) -> bool:
         {
             "reply": reply,
             "messages": strip_details(turn.session.messages),
-            "attempt": turn.steps,
+            "attempt": turn.finalize.revisions,
             "run_id": turn.run_id,
         },
         turn.ctx,

@@ -50,17 +50,23 @@ class HookRelayManager(pluggy.PluginManager):
 
 
 def positional_wrapper(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Adapt a handler whose parameters are not named ``event``/``ctx`` (seed style).
+    """Adapt an ``api.on`` handler to the ``(event, ctx)`` a hook passes.
 
-    Raises ``TypeError`` when the handler cannot be called with ``(event, ctx)``.
+    Only parameters without a default count, by position, whatever their names: none gets
+    nothing, one gets the event, two get the event and the context, ``*args`` gets both.
+    A defaulted parameter keeps its default (``lambda event, pid=pid: ...`` binds a loop
+    variable). Raises ``TypeError`` when the handler requires more than a hook passes.
     """
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):
         return lambda event, ctx: function(event, ctx)
     params = list(signature.parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
+    required = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
     keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
     has_var = any(p.kind is p.VAR_POSITIONAL for p in params)
     if len(required) > 2 or keyword_only:
@@ -70,11 +76,14 @@ def positional_wrapper(function: Callable[..., Any]) -> Callable[..., Any]:
             f"{extra} that a hook never passes; handlers receive (event, ctx)"
         )
     names = tuple(p.name for p in required)
-    if names in {(), ("event",), ("event", "ctx")} and len(positional) == len(required):
+    # pluggy passes arguments by the names of the parameters without defaults, and binds
+    # only functions and bound methods (a partial or a callable object needs a wrapper).
+    hookable = inspect.isfunction(function) or inspect.ismethod(function)
+    if hookable and not has_var and names in {(), ("event",), ("event", "ctx")}:
         return function
-    if has_var or len(positional) >= 2:
+    if has_var or len(required) == 2:
         return lambda event, ctx: function(event, ctx)
-    if len(positional) == 1:
+    if len(required) == 1:
         return lambda event: function(event)
     return lambda: function()
 

@@ -77,7 +77,8 @@ PolicyStatus = Literal["pass", "params", "approval", "block", "error", "timeout"
 def _called_with_event_and_ctx(evaluate: Callable[..., Any]) -> Callable[[Any, Any], Any]:
     """Adapt ``evaluate(event)``, ``evaluate(ctx)``, ``evaluate()`` or ``evaluate(event, ctx)``
     to the ``(event, ctx)`` call policies get; raise ``TypeError`` for any other shape
-    (refused at registration, so that no call ever fails on the arity)."""
+    (refused at registration, so that no call ever fails on the arity). Only parameters
+    without a default count: ``lambda event, pid=pid: ...`` keeps its ``pid``."""
     try:
         signature = inspect.signature(evaluate)
     except (TypeError, ValueError):  # a builtin without a signature: trust the docs
@@ -92,11 +93,11 @@ def _called_with_event_and_ctx(evaluate: Callable[..., Any]) -> Callable[[Any, A
             f"evaluate requires argument(s) {extra} that a policy is never given; write "
             "evaluate(event, ctx) or evaluate(event)"
         )
-    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
+    if len(required) == 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
         return evaluate
-    if not positional:
+    if not required:
         return lambda event, ctx: evaluate()
-    if positional[0].name == "ctx":
+    if required[0].name == "ctx":
         return lambda event, ctx: evaluate(ctx)
     return lambda event, ctx: evaluate(event)
 

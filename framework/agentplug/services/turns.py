@@ -290,6 +290,11 @@ class FinalizeRetryTracker:
         """How many extra passes were granted for ``key``."""
         return self._attempts.get(key, 0)
 
+    @property
+    def revisions(self) -> int:
+        """How many extra passes were granted in this run, over every key."""
+        return sum(self._attempts.values())
+
     def should_revise(self, outcome: AgentFinalizeOutcome) -> bool:
         """``True`` (and count it) when the harness should run one more model pass."""
         if outcome.action != "revise":

@@ -491,11 +491,13 @@ class SessionServices:
 
 
 def _call_flexible(callback: Callable[..., Any], reason: str, session_key: str | None) -> Any:
+    # A defaulted parameter keeps its default (``lambda reason, tag=tag: ...``), as for hooks.
     try:
         params = [
             p
             for p in inspect.signature(callback).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+            if p.kind is p.VAR_POSITIONAL
+            or (p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
         ]
     except (TypeError, ValueError):
         params = []
