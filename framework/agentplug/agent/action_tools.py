@@ -5,7 +5,7 @@
 ones that run without an approval (``without_approval``); every other allowed
 side-effecting action carries :func:`operator_approval`, which the gate asks before each
 call. :func:`action_schema` and :func:`action_description` are what the model reads;
-:func:`validate_refusal` runs an action's ``validate()`` for one message, bounded.
+:func:`validate_refusals` runs actions' ``validate()`` for one message, bounded.
 :class:`~agentplug.agent.tools.ActionToolSource` puts them together.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import inspect
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "action_schema",
     "operator_approval",
     "validate_refusal",
+    "validate_refusals",
 ]
 
 SAFE = "@safe"
@@ -176,19 +177,56 @@ def action_description(action: Action) -> str:
     return " ".join(parts)
 
 
-async def validate_refusal(action: Action, runtime: ActionRuntime, message: Message) -> str | None:
-    """Why ``action`` may not run for ``message`` (``None`` when its ``validate()`` agrees).
+def _raised(exc: Exception) -> str:
+    return f"its validate() raised {type(exc).__name__}: {_clip(str(exc), 200)}"
 
-    A ``validate()`` that raises, or does not answer within :data:`VALIDATE_TIMEOUT_S`,
-    refuses, as it does in the action flow.
-    """
+
+def _answer(value: object) -> str | None:
+    return None if value else "its validate() returned false for this message"
+
+
+async def _awaited(pending: Awaitable[object]) -> str | None:
     try:
         async with asyncio.timeout(VALIDATE_TIMEOUT_S):
-            value = action.validate(runtime, message, State())
-            if inspect.isawaitable(value):
-                value = await value
+            value = await pending
     except TimeoutError:
         return f"its validate() did not answer within {VALIDATE_TIMEOUT_S:g} s"
     except Exception as exc:  # a broken validate means "may not run", never a crash
-        return f"its validate() raised {type(exc).__name__}: {_clip(str(exc), 200)}"
-    return None if value else "its validate() returned false for this message"
+        return _raised(exc)
+    return _answer(value)
+
+
+async def validate_refusals(
+    actions: Sequence[Action], runtime: ActionRuntime, message: Message
+) -> list[str | None]:
+    """Why each of ``actions`` may not run for ``message`` (``None`` where its
+    ``validate()`` agrees), in order.
+
+    A ``validate()`` that raises, or does not answer within :data:`VALIDATE_TIMEOUT_S`,
+    refuses, as it does in the action flow. Async ones run concurrently; sync ones (most:
+    the default always agrees) are answered at once, without a task.
+    """
+    answers: list[str | None] = []
+    pending: dict[int, Awaitable[object]] = {}
+    for index, action in enumerate(actions):
+        try:
+            value = action.validate(runtime, message, State())
+        except Exception as exc:  # a broken validate means "may not run", never a crash
+            answers.append(_raised(exc))
+            continue
+        if inspect.isawaitable(value):
+            pending[index] = value
+            answers.append(None)
+        else:
+            answers.append(_answer(value))
+    if pending:
+        done = await asyncio.gather(*(_awaited(p) for p in pending.values()))
+        for index, answer in zip(pending, done, strict=True):
+            answers[index] = answer
+    return answers
+
+
+async def validate_refusal(action: Action, runtime: ActionRuntime, message: Message) -> str | None:
+    """Why ``action`` may not run for ``message`` (see :func:`validate_refusals`)."""
+    (answer,) = await validate_refusals([action], runtime, message)
+    return answer

@@ -15,7 +15,6 @@ decide alone whether a call may run.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 import logging
@@ -39,6 +38,7 @@ from agentplug.agent.action_tools import (
     action_schema,
     operator_approval,
     validate_refusal,
+    validate_refusals,
 )
 from agentplug.agent.providers.base import ToolSchema
 
@@ -158,6 +158,7 @@ class ActionToolSource:
         # validate() answers per turn (run id): a turn's message does not change between
         # its model calls, so each action is validated once per turn for the listing.
         self._validated: OrderedDict[str, dict[Action, str | None]] = OrderedDict()
+        self._built: dict[Action, Tool] = {}
 
     def actions(self) -> list[Action]:
         """The actions offered (before any turn's ``validate()``), in registration order."""
@@ -180,7 +181,14 @@ class ActionToolSource:
 
     def tools(self) -> list[Tool]:
         """One tool per offered action (no turn: ``validate()`` is not asked)."""
-        return [self._tool(action) for action in self.actions()]
+        return [tool for _, tool in self._tools_of(self.actions())]
+
+    def _tools_of(self, actions: list[Action]) -> list[tuple[Action, Tool]]:
+        # A tool depends only on its action and the policy, so it is built once; the map
+        # follows the registry (an unregistered action's tool goes with it).
+        built = self._built
+        self._built = {a: built.get(a) or self._tool(a) for a in actions}
+        return list(self._built.items())
 
     async def tools_for(self, call: ToolCallContext) -> list[Tool]:
         """The offered actions whose ``validate()`` holds for ``call``'s message."""
@@ -188,12 +196,9 @@ class ActionToolSource:
         refusals = self._refusals(call.run_id)
         todo = [a for a in actions if a not in refusals]
         if todo:
-            message = _message(call)
-            answers = await asyncio.gather(
-                *(validate_refusal(a, self.runtime, message) for a in todo)
-            )
+            answers = await validate_refusals(todo, self.runtime, _message(call))
             refusals.update(zip(todo, answers, strict=True))
-        return [self._tool(a) for a in actions if refusals[a] is None]
+        return [tool for action, tool in self._tools_of(actions) if refusals[action] is None]
 
     def _refusals(self, run_id: str | None) -> dict[Action, str | None]:
         """The ``validate()`` answers already known for turn ``run_id`` (kept for the
