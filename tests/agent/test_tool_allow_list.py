@@ -9,7 +9,6 @@ real OpenAI-compatible server on 127.0.0.1.
 from __future__ import annotations
 
 import logging
-import re
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -237,15 +236,16 @@ def test_an_allow_entry_that_names_no_action_is_warned_about(
 
 
 @pytest.mark.parametrize(
-    ("tools", "key"),
+    ("tools", "key", "problem"),
     [
-        ({"allow": ["@everything"]}, "agent.tools.allow"),
-        ({"without_approval": ["@safe"]}, "agent.tools.without_approval"),
-        ({"allow": [" "]}, "agent.tools.allow"),
+        ({"allow": ["@everything"]}, "agent.tools.allow", "'@everything' is not an action name"),
+        ({"without_approval": ["@safe"]}, "agent.tools.without_approval", "only in allow"),
+        ({"allow": [" "]}, "agent.tools.allow", "an empty entry matches nothing"),
     ],
 )
 def test_a_malformed_allow_list_is_a_config_error_naming_the_key(
-    tools: dict[str, Any], key: str
+    tools: dict[str, Any], key: str, problem: str
 ) -> None:
-    with pytest.raises(ConfigError, match=re.escape(key)):
+    with pytest.raises(ConfigError) as info:
         agent_config({"tools": tools})
+    assert key in str(info.value) and problem in str(info.value)
