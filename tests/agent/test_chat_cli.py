@@ -122,3 +122,38 @@ def test_chat_allow_always_grant_is_saved_in_the_configured_state_store(
     finally:
         store.close()
     assert [(g.plugin_id, g.tool_name) for g in grants] == [("dicer", "ROLL_DICE")]
+
+
+def test_chat_asks_the_operators_approval_for_an_allowed_side_effecting_action(
+    tmp_path: Path,
+) -> None:
+    config = {"agent": {"tools": {"allow": ["@safe", "LOG_LEVEL"]}}}
+    (tmp_path / "agentplug.json").write_text(json.dumps(config))
+    script = tmp_path / "log-level.json"
+    script.write_text(
+        json.dumps(
+            [
+                {
+                    "tool_calls": [
+                        {"id": "c1", "name": "LOG_LEVEL", "arguments": {"level": "debug"}}
+                    ]
+                },
+                "I did not change the log level.",
+            ]
+        ),
+        encoding="utf-8",
+    )
+    env = {**os.environ, "AGENTPLUG_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("AGENTPLUG_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", "chat", "--no-plugins", "--script", str(script)],
+        input="be more verbose\nd\n/quit\n",
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Run the action LOG_LEVEL" in done.stdout
+    assert "tool LOG_LEVEL: allowed=False, blocked_by=agentplug.tools, approval=deny" in done.stdout

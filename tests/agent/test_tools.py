@@ -17,6 +17,7 @@ def _weather() -> Action:
         name="CHECK_WEATHER",
         description="Check the weather",
         similes=("FORECAST",),
+        side_effects=False,
         handler=lambda rt, msg, st, opts: ActionResult(
             success=True, text=f"sunny in {opts.parameters['city']}", data={"temp": 21}
         ),
@@ -57,7 +58,7 @@ def _runner_with_actions() -> tuple[AgentRunner, ScriptedProvider]:
     return AgentRunner(host, provider), provider
 
 
-def test_every_registered_action_is_offered_as_a_tool_and_runs_through_the_flow() -> None:
+def test_a_side_effect_free_action_is_offered_as_a_tool_and_runs_through_the_flow() -> None:
     runner, provider = _runner_with_actions()
     result = asyncio.run(runner.run_turn("weather?", session_key="s1"))
     names = [t.name for t in provider.requests[0].tools]
@@ -91,10 +92,10 @@ def test_an_action_tool_with_invalid_arguments_is_an_error_the_model_reads() -> 
 def test_excluded_tools_are_not_offered() -> None:
     host = PluginHost()
     provider = ScriptedProvider(["ok"])
-    runner = AgentRunner(host, provider, config={"tools": {"exclude": ["SHELL_COMMAND"]}})
+    runner = AgentRunner(host, provider, config={"tools": {"exclude": ["CORE_STATUS"]}})
     asyncio.run(runner.run_turn("hi", session_key="s1"))
     names = [t.name for t in provider.requests[0].tools]
-    assert "SHELL_COMMAND" not in names and "CORE_STATUS" in names
+    assert "CORE_STATUS" not in names and "LIST_EJECTED_PLUGINS" in names
 
 
 def test_python_tool_schema_comes_from_the_signature() -> None:

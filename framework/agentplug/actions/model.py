@@ -258,6 +258,9 @@ def always_valid(runtime: ActionRuntime, message: Message, state: State | None) 
 class Action:
     """A discrete capability the agent can invoke.
 
+    ``side_effects`` defaults to ``True``: an action is side-effecting unless it says it is
+    not, so a model is never offered it without the operator's consent (``agent.tools``).
+
     Construction enforces the best practices of the specification: an empty ``name`` or
     ``description`` raises :class:`ActionDefinitionError`; a name that is not
     ``SCREAMING_SNAKE_CASE`` emits :class:`ActionNamingWarning` (and a log record) naming the
@@ -274,6 +277,11 @@ class Action:
     parameters: Sequence[ActionParameter] = ()
     examples: Sequence[Sequence[ActionExample]] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    side_effects: bool = True
+    """Whether running it changes anything beyond the conversation: state, files, processes,
+    messages to other people, calls to paid or outside services. An action that declares
+    nothing counts as side-effecting; declare ``False`` for read-only and conversational
+    actions (only those are offered to a model by default, see ``agent.tools``)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -289,6 +297,11 @@ class Action:
             raise ActionDefinitionError(f"action {self.name!r}: handler must be callable")
         if not callable(self.validate):
             raise ActionDefinitionError(f"action {self.name!r}: validate must be callable")
+        if not isinstance(self.side_effects, bool):
+            raise ActionDefinitionError(
+                f"action {self.name!r}: side_effects must be True or False, got "
+                f"{type(self.side_effects).__name__}"
+            )
         params = tuple(
             p if isinstance(p, ActionParameter) else ActionParameter.model_validate(p)
             for p in self.parameters

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentplug_hookspecs.common import MessageContext
-from agentplug_hookspecs.tools import ToolContext
+from agentplug_hookspecs.tools import ApprovalRequest, ToolContext
 
 from agentplug.agent.tools import ToolOutput
 from agentplug.services.replies import ReplyDispatcher
@@ -128,8 +128,14 @@ class GateBridge:
         ids: CallIds | None = None,
         *,
         tool_kind: str | None = None,
+        approval: ApprovalRequest | None = None,
     ) -> BridgedCall:
-        """Gate ``tool_name(params)``, run it when allowed, fire the after-call hooks."""
+        """Gate ``tool_name(params)``, run it when allowed, fire the after-call hooks.
+
+        ``approval`` is one the host requires for this call whatever the plugins say
+        (:meth:`~agentplug.services.toolcalls.ToolCallGate.check`), as the runner does for
+        the side-effecting actions ``agent.tools`` allows (``Tool.approval``).
+        """
         ids = ids or CallIds()
         ctx = self.tool_ctx(ids, tool_kind)
         event = {
@@ -140,7 +146,7 @@ class GateBridge:
             "tool_call_id": ids.tool_call_id,
         }
         started = time.perf_counter()
-        decision = await self.gate.check(event, ctx)
+        decision = await self.gate.check(event, ctx, approval=approval)
         ran = dict(decision.params)
         returned: list[Any] = []
         if not decision.allowed:

@@ -12,7 +12,10 @@ agent:
     tool_calls_per_response: 64
     model_response_bytes: 16777216
   tools:
-    actions: true                # every registered action becomes a tool
+    actions: true                # offer actions (built-in, plugin, custom) as tools...
+    allow: ["@safe"]             # ...these: names, globs, @safe (no side effects; default)
+    without_approval: []         # allowed side-effecting actions that run without asking
+    exclude: []                  # tool names never offered nor run (wins over allow)
     mcp_servers:                 # MCP servers' tools, named <server>__<tool>
       files: {command: python, args: [files_server.py]}
       search: {url: http://127.0.0.1:8000/mcp}
@@ -27,9 +30,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
+from agentplug.agent.action_tools import SAFE, ToolPolicy
 from agentplug.agent.limits import AgentLimits
 from agentplug.agent.mcp import McpServerConfig
 from agentplug.core.errors import ConfigError
@@ -46,14 +57,37 @@ class _Strict(BaseModel):
 
 
 class AgentToolsConfig(_Strict):
-    """``agent.tools``."""
+    """``agent.tools``: which tools the model is offered (docs/agent-runtime.md#tools)."""
 
     actions: bool = True
-    """Offer every registered action (built-in, plugin, custom) to the model as a tool."""
+    """Offer actions (built-in, plugin, custom) to the model as tools, as ``allow`` says."""
+    allow: list[str] = Field(default_factory=lambda: [SAFE])
+    """The actions the model may call: names, ``fnmatch`` globs (``"MY_*"``) and
+    ``"@safe"``, every action that declares no side effects (the default)."""
+    without_approval: list[str] = Field(default_factory=list)
+    """Allowed side-effecting actions (names or globs) that run without an approval;
+    every other allowed side-effecting action is asked for one at each call."""
     exclude: list[str] = Field(default_factory=list)
-    """Tool names never offered to the model."""
+    """Tool names never offered to the model, and refused when it names them anyway."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers whose tools join the registry (``{command, args, env}`` or ``{url}``)."""
+
+    @field_validator("allow", "without_approval")
+    @classmethod
+    def _patterns(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        for entry in value:
+            if not entry.strip():
+                raise ValueError("an empty entry matches nothing; remove it")
+            if entry.startswith("@") and (entry != SAFE or info.field_name != "allow"):
+                raise ValueError(
+                    f"{entry!r} is not an action name or glob; the only '@' entry is "
+                    f"{SAFE!r} (every action without side effects), and only in allow"
+                )
+        return value
+
+    def policy(self) -> ToolPolicy:
+        """The :class:`~agentplug.agent.action_tools.ToolPolicy` of these settings."""
+        return ToolPolicy(tuple(self.allow), tuple(self.without_approval))
 
 
 class AgentConfig(_Strict):

@@ -30,7 +30,7 @@ from agentplug.agent.providers.base import (
     ModelResponse,
     ProviderError,
 )
-from agentplug.agent.toolrun import run_tool_call
+from agentplug.agent.toolrun import offered_tools, run_tool_call
 from agentplug.agent.transcript import write_message
 from agentplug.agent.turn import Turn, TurnCancelled, TurnFailed
 from agentplug.services.modelcalls import upstream_request_id_hash
@@ -135,7 +135,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedRespo
     request = ModelRequest(
         model=turn.model,
         messages=messages,
-        tools=runner.tools.schemas(runner.config.tools.exclude),
+        tools=[tool.schema() for tool in await offered_tools(turn)],
         max_response_bytes=limits.model_response_bytes,
     )
     started = time.perf_counter()

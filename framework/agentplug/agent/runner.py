@@ -75,8 +75,10 @@ class AgentRunner:
 
     ``provider``: the model provider of the configured provider name (``agent.model``);
     other names resolve through ``providers`` (a :class:`ProviderRegistry` built from
-    ``agent.providers`` when not given). ``tools`` defaults to a registry offering every
-    action of ``host.actions`` (``agent.tools.actions``). ``transcripts`` defaults to
+    ``agent.providers`` when not given). ``tools`` defaults to a registry offering the
+    actions of ``host.actions`` that ``agent.tools`` allows (by default those without
+    side effects; allowed side-effecting ones are approved at each call unless
+    ``agent.tools.without_approval`` names them). ``transcripts`` defaults to
     the host's state store. ``broker`` resolves approvals (default: none connected, so
     approvals block). ``channel(payload)`` sends replies; without one, replies are
     returned (``TurnResult.reply``) and ``message_sent`` does not fire. ``on_delta(text)``
@@ -143,7 +145,15 @@ class AgentRunner:
         problems = await self.host.actions.load()
         for problem in problems:
             log.warning("actions: %s", problem)
-        self.tools.add_actions(self.host.actions)  # ToolError on a name clash: every turn fails
+        policy = self.config.tools.policy()
+        for name in policy.unmatched(self.host.actions.registry.names()):
+            log.warning(
+                "agent.tools names %r, but no registered action is called that; check the "
+                "spelling (`agentplug actions list` lists every action)",
+                name,
+            )
+        # ToolError on a name clash (an MCP tool named like an action): every turn fails.
+        self.tools.add_actions(self.host.actions, policy)
         self._actions_loaded = True
 
     async def connect_mcp(self) -> list[McpToolSource]:

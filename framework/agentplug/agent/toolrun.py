@@ -21,24 +21,42 @@ from typing import Any
 
 from agentplug.agent.limits import cut_tool_result
 from agentplug.agent.providers.base import ToolCall
-from agentplug.agent.tools import ToolCallContext, ToolOutput
+from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput
 from agentplug.agent.turn import Turn
 from agentplug.services.toolresults import persist_tool_result
 
-__all__ = ["run_tool_call"]
+__all__ = ["offered_tools", "run_tool_call"]
 
 log = logging.getLogger("agentplug.agent")
 
 WITHHELD = "(this tool result was withheld from the transcript by a plugin)"
 
 
+async def offered_tools(turn: Turn) -> list[Tool]:
+    """The tools offered in ``turn``'s next model call: ``agent.tools`` applied, and
+    actions whose ``validate()`` fails for the turn's message left out."""
+    call = ToolCallContext(
+        run_id=turn.run_id, session_key=turn.session.session_key, user_text=turn.prompt
+    )
+    return await turn.runner.tools.offered(call, turn.runner.config.tools.exclude)
+
+
+def _tool(turn: Turn, name: str) -> Tool | None:
+    """The tool the model may call as ``name`` (``agent.tools.exclude`` holds here too:
+    a tool that was never offered is not run because the model guessed its name)."""
+    if name in turn.runner.config.tools.exclude:
+        return None
+    return turn.runner.tools.get(name)
+
+
 async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, Any]]:
     """Gate and run ``call``; returns the output and the parameters it ran with."""
     runner = turn.runner
-    tool = runner.tools.get(call.name)
+    tool = _tool(turn, call.name)
     params = dict(call.arguments)
     if tool is None:
-        names = ", ".join(t.name for t in runner.tools.all()) or "none"
+        offered = runner.tools.schemas(runner.config.tools.exclude)
+        names = ", ".join(t.name for t in offered) or "none"
         return ToolOutput(
             f"unknown tool {call.name!r}; available tools: {names}", is_error=True
         ), params
@@ -60,7 +78,7 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
     }
     started = time.perf_counter()
     decision = await runner.gate.check(
-        event, turn.tool_ctx.model_copy(update={"tool_kind": tool.kind})
+        event, turn.tool_ctx.model_copy(update={"tool_kind": tool.kind}), approval=tool.approval
     )
     env = decision.metadata.get("exec_env")  # key names only: values may be secrets
     turn.trace.add(

@@ -1,28 +1,45 @@
-"""Tools the model may call: every registered action, plain Python tools, other sources.
+"""Tools the model may call: the actions an operator allowed, Python tools, other sources.
 
 A :class:`ToolRegistry` holds :class:`Tool` objects directly (``add``, ``add_python``)
 and *sources* that list their tools when asked (``add_source``): the action runtime is
-one (every built-in, plugin-provided and custom action becomes a tool, live), and a
-later source such as an MCP server joins the same way, its tools namespaced
-``<namespace>__<tool>``. Whatever the source, every call the model makes goes through
-the one gate path of the runner (trusted policies, ``before_tool_call``, approvals, exec
-env): sources only describe and run tools, they never decide whether a call may run.
+one (the built-in, plugin-provided and custom actions that ``agent.tools`` allows become
+tools, live; see :mod:`~agentplug.agent.action_tools`), and a later source such as an
+MCP server joins the same way, its tools namespaced ``<namespace>__<tool>``. A source
+may list per turn (``tools_for``): the action source leaves out an action whose
+``validate()`` fails for the turn's message. Whatever the source, every call the model
+makes goes through the one gate path of the runner (trusted policies,
+``before_tool_call``, approvals, exec env): sources describe and run tools, and a tool
+may carry an approval the operator requires (:attr:`Tool.approval`), but they never
+decide alone whether a call may run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import re
 import types
 import typing
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agentplug_hookspecs.tools import ApprovalRequest
+
+from agentplug.actions.catalogue import unavailable_reason
 from agentplug.actions.flow import execute_action
 from agentplug.actions.flow.parameters import ParameterValidationError, check_parameters
 from agentplug.actions.model import Action, ActionResult, Message, State
+from agentplug.agent.action_tools import (
+    ToolPolicy,
+    action_description,
+    action_schema,
+    operator_approval,
+    validate_refusal,
+    validate_refusals,
+)
 from agentplug.agent.providers.base import ToolSchema
 
 if TYPE_CHECKING:
@@ -35,6 +52,7 @@ __all__ = [
     "ToolCallContext",
     "ToolError",
     "ToolOutput",
+    "ToolPolicy",
     "ToolRegistry",
     "ToolSource",
     "action_schema",
@@ -87,6 +105,9 @@ class Tool:
     """``action``, ``python`` or a source namespace."""
     kind: str | None = None
     """``tool_kind`` for the gate (``exec`` makes the call resolve an exec env)."""
+    approval: ApprovalRequest | None = None
+    """An approval the gate asks before every call, whatever the plugins say (an allowed
+    side-effecting action not in ``agent.tools.without_approval``)."""
 
     def schema(self) -> ToolSchema:
         """The schema offered to the model."""
@@ -98,38 +119,13 @@ class ToolSource(Protocol):
     """Something that lists tools on demand (the action runtime, an MCP server...)."""
 
     def tools(self) -> Iterable[Tool]:
-        """The source's current tools (called when the runner builds a request)."""
+        """The source's current tools (called when the runner builds a request).
+
+        A source that lists per turn also defines ``async tools_for(call) -> list[Tool]``
+        (``call``: a :class:`ToolCallContext` with the turn's run id, session and user
+        text); :meth:`ToolRegistry.offered` prefers it.
+        """
         ...
-
-
-def action_schema(action: Action) -> dict[str, Any]:
-    """The JSON schema of an action's parameters (type, description, enum, bounds)."""
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for param in action.parameters:
-        schema = param.schema_
-        prop: dict[str, Any] = {"type": schema.type}
-        if param.description:
-            prop["description"] = param.description
-        for key in ("enum", "default", "pattern", "minimum", "maximum"):
-            value = getattr(schema, key)
-            if value is not None:
-                prop[key] = value
-        properties[param.name] = prop
-        if param.required and not schema.has_default:
-            required.append(param.name)
-    out: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        out["required"] = required
-    out["additionalProperties"] = False
-    return out
-
-
-def _action_description(action: Action) -> str:
-    parts = [action.description]
-    if action.similes:
-        parts.append("Also known as: " + ", ".join(action.similes) + ".")
-    return " ".join(parts)
 
 
 def _result_output(result: ActionResult) -> ToolOutput:
@@ -144,16 +140,33 @@ def _result_output(result: ActionResult) -> ToolOutput:
 
 
 class ActionToolSource:
-    """Every action of an action runtime, as tools (read live: new actions appear)."""
+    """The actions of an action runtime that ``policy`` allows, as tools (read live).
 
-    def __init__(self, runtime: AgentRuntime) -> None:
+    Left out: actions that cannot run as configured (``agentplug actions list`` shows
+    them as not enabled, e.g. ``SHELL_COMMAND`` while the shell is off), actions the
+    policy does not allow, names a model cannot call and, per turn (:meth:`tools_for`),
+    actions whose ``validate()`` fails for the turn's message. A call is validated again
+    before it runs, and refused by name when ``validate()`` says no.
+    """
+
+    _CACHED_RUNS = 64
+
+    def __init__(self, runtime: AgentRuntime, policy: ToolPolicy | None = None) -> None:
         self.runtime = runtime
+        self.policy = policy if policy is not None else ToolPolicy()
         self._warned: set[str] = set()
+        # validate() answers per turn (run id): a turn's message does not change between
+        # its model calls, so each action is validated once per turn for the listing.
+        self._validated: OrderedDict[str, dict[Action, str | None]] = OrderedDict()
+        self._built: dict[Action, Tool] = {}
 
-    def tools(self) -> list[Tool]:
-        """One tool per registered action (names a model cannot call are left out)."""
+    def actions(self) -> list[Action]:
+        """The actions offered (before any turn's ``validate()``), in registration order."""
+        settings = self.runtime.host.config.actions
         found = []
         for action in self.runtime.registry.all():
+            if not self.policy.offers(action) or unavailable_reason(action, settings):
+                continue
             if not _NAME.match(action.name):
                 if action.name not in self._warned:
                     self._warned.add(action.name)
@@ -163,30 +176,75 @@ class ActionToolSource:
                         action.name,
                     )
                 continue
-            found.append(self._tool(action))
+            found.append(action)
         return found
+
+    def tools(self) -> list[Tool]:
+        """One tool per offered action (no turn: ``validate()`` is not asked)."""
+        return [tool for _, tool in self._tools_of(self.actions())]
+
+    def _tools_of(self, actions: list[Action]) -> list[tuple[Action, Tool]]:
+        # A tool depends only on its action and the policy, so it is built once; the map
+        # follows the registry (an unregistered action's tool goes with it).
+        built = self._built
+        self._built = {a: built.get(a) or self._tool(a) for a in actions}
+        return list(self._built.items())
+
+    async def tools_for(self, call: ToolCallContext) -> list[Tool]:
+        """The offered actions whose ``validate()`` holds for ``call``'s message."""
+        actions = self.actions()
+        refusals = self._refusals(call.run_id)
+        todo = [a for a in actions if a not in refusals]
+        if todo:
+            answers = await validate_refusals(todo, self.runtime, _message(call))
+            refusals.update(zip(todo, answers, strict=True))
+        return [tool for action, tool in self._tools_of(actions) if refusals[action] is None]
+
+    def _refusals(self, run_id: str | None) -> dict[Action, str | None]:
+        """The ``validate()`` answers already known for turn ``run_id`` (kept for the
+        latest turns only)."""
+        if not run_id:
+            return {}
+        known = self._validated.pop(run_id, None)
+        self._validated[run_id] = known = known if known is not None else {}
+        while len(self._validated) > self._CACHED_RUNS:
+            self._validated.popitem(last=False)
+        return known
 
     def _tool(self, action: Action) -> Tool:
         runtime = self.runtime
 
         async def run(params: dict[str, Any], call: ToolCallContext) -> ToolOutput:
+            message = _message(call)
+            refused = await validate_refusal(action, runtime, message)
+            if refused is not None:
+                return ToolOutput(
+                    f"action {action.name} refused: {refused}; it cannot run now",
+                    {"refused": "validate"},
+                    is_error=True,
+                )
             try:
                 checked = check_parameters(action, params)
             except ParameterValidationError as exc:
                 return ToolOutput(str(exc), {"parameter": exc.parameter}, is_error=True)
-            message = Message(text=call.user_text, room_id=call.session_key)
             result = await execute_action(action, runtime, message, State(), checked)
             return _result_output(result)
 
         kind = action.metadata.get("tool_kind")
         return Tool(
             name=action.name,
-            description=_action_description(action),
+            description=action_description(action),
             parameters=action_schema(action),
             run=run,
             source="action",
             kind=str(kind) if kind else None,
+            approval=operator_approval(action) if self.policy.needs_approval(action) else None,
         )
+
+
+def _message(call: ToolCallContext) -> Message:
+    """The message an action tool validates and runs with (the turn's user text)."""
+    return Message(text=call.user_text, room_id=call.session_key)
 
 
 _JSON_TYPES: dict[Any, str] = {
@@ -263,21 +321,17 @@ class _Source:
     source: ToolSource
     namespace: str | None
 
-    def tools(self) -> list[Tool]:
-        """The source's tools, named ``<namespace>__<tool>`` when it has a namespace."""
+    def named(self, tool: Tool) -> Tool:
+        """``tool`` named ``<namespace>__<tool>`` when the source has a namespace."""
         if not self.namespace:
-            return list(self.source.tools())
-        return [
-            Tool(
-                name=f"{self.namespace}__{tool.name}",
-                description=tool.description,
-                parameters=tool.parameters,
-                run=tool.run,
-                source=self.namespace,
-                kind=tool.kind,
-            )
-            for tool in self.source.tools()
-        ]
+            return tool
+        return dataclasses.replace(
+            tool, name=f"{self.namespace}__{tool.name}", source=self.namespace
+        )
+
+    def tools(self) -> list[Tool]:
+        """The source's tools, as the registry names them."""
+        return [self.named(tool) for tool in self.source.tools()]
 
 
 def _refuse_clashes(new: Iterable[Tool], present: Iterable[Tool]) -> None:
@@ -359,17 +413,21 @@ class ToolRegistry:
         _refuse_clashes(entry.tools(), self.all())
         self._sources.append(entry)
 
-    def add_actions(self, runtime: AgentRuntime) -> None:
-        """Offer every action of ``runtime`` (live) as a tool."""
-        self.add_source(ActionToolSource(runtime))
+    def add_actions(self, runtime: AgentRuntime, policy: ToolPolicy | None = None) -> None:
+        """Offer the actions of ``runtime`` that ``policy`` allows (live) as tools.
 
-    def all(self) -> list[Tool]:
-        """Every tool: direct ones first, then each source's. A name that a source lists
-        later than another holder (a live source's new tool) is not offered, with a
-        warning."""
+        The default policy offers the actions that declare no side effects.
+        """
+        self.add_source(ActionToolSource(runtime, policy))
+
+    def _merge(self, listed: Iterable[tuple[_Source, Iterable[Tool]]]) -> list[Tool]:
+        """Direct tools first, then each source's (named by :meth:`_Source.name`). A name
+        that a source lists later than another holder (a live source's new tool) is not
+        offered, with a warning."""
         found = dict(self._tools)
-        for entry in self._sources:
-            for tool in entry.tools():
+        for entry, tools in listed:
+            for tool in tools:
+                tool = entry.named(tool)
                 held = found.setdefault(tool.name, tool)
                 if held is not tool and (tool.name, tool.source) not in self._warned:
                     self._warned.add((tool.name, tool.source))
@@ -380,6 +438,27 @@ class ToolRegistry:
                         held.source,
                     )
         return list(found.values())
+
+    def all(self) -> list[Tool]:
+        """Every tool: direct ones first, then each source's (first name wins)."""
+        return self._merge((entry, entry.source.tools()) for entry in self._sources)
+
+    async def offered(
+        self, call: ToolCallContext | None = None, exclude: Iterable[str] = ()
+    ) -> list[Tool]:
+        """The tools to offer the model in one turn, ``call`` naming the turn (run id,
+        session, user text): :meth:`all` without ``exclude``, each source that lists per
+        turn (``tools_for(call)``) asked for this turn's tools."""
+        context = call if call is not None else ToolCallContext()
+        listed: list[tuple[_Source, Iterable[Tool]]] = []
+        for entry in self._sources:
+            tools_for = getattr(entry.source, "tools_for", None)
+            if callable(tools_for):
+                listed.append((entry, await tools_for(context)))
+            else:
+                listed.append((entry, entry.source.tools()))
+        skip = set(exclude)
+        return [t for t in self._merge(listed) if t.name not in skip]
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name`` (direct or from a source)."""

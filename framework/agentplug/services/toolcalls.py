@@ -12,9 +12,11 @@
    its audit record (``decision.metadata["exec_env"]``: kept keys with the plugin that
    contributed each, dropped keys with the reason; **no values**, they may be secrets);
 4. the approval round-trip through the :class:`~agentplug.services.approvals.ApprovalBroker`
-   when a policy or hook required one (standing ``allow-always`` grants first); the
-   pending approval carries the same ``{"exec_env": ...}`` metadata, so the person sees
-   which environment will run.
+   when the host, a policy or a hook required one (standing ``allow-always`` grants
+   first); the pending approval carries the same ``{"exec_env": ...}`` metadata, so the
+   person sees which environment will run. An approval the host requires
+   (``check(..., approval=...)``: the operator's ``agent.tools`` rule for a side-effecting
+   action) is asked first; a policy's or hook's request is then asked too, on its own.
 
 The call may run only when ``decision.allowed`` is true, with ``decision.params``.
 """
@@ -63,6 +65,7 @@ class ToolCallDecision(HookModel):
     """``allow-once``/``allow-always``/``deny``/``timeout``/``cancelled``/``no-resolver``;
     ``None`` when no approval was required."""
     approval: ApprovalRequest | None = None
+    """The last approval asked (the one that refused, when one did)."""
     approval_id: str | None = None
     grant_id: str | None = None
     policy_trace: list[PolicyTraceEntry] = Field(default_factory=list)
@@ -140,11 +143,16 @@ class ToolCallGate:
         *,
         exec_host: ExecHost | None = None,
         exec_env: ExecEnvOutcome | None = None,
+        approval: ApprovalRequest | None = None,
     ) -> ToolCallDecision:
-        """Policies -> ``before_tool_call`` -> exec env -> approval; the final decision.
+        """Policies -> ``before_tool_call`` -> exec env -> approvals; the final decision.
 
         ``exec_host`` is the exec host kind (default: the call's ``host`` parameter when
         valid, else ``gateway``); pass ``exec_env`` when the host already resolved it.
+        ``approval`` is an approval the host itself requires for this call (its
+        ``plugin_id`` names who requires it, e.g. ``agentplug.tools``): a block by a
+        policy or a hook still wins and nothing is asked; otherwise it is asked before any
+        approval a policy or hook requested, and a deny ends the check.
         """
         ev = event if isinstance(event, ToolCallEvent) else ToolCallEvent.model_validate(event)
         cx = (
@@ -182,12 +190,12 @@ class ToolCallGate:
                     handlers=handlers,
                 ),
             )
-        approval: ApprovalRequest | None
+        requested: ApprovalRequest | None
         if policy.approval is not None:
             # The policy's request came first: parameters were frozen at that point.
-            params, approval = policy.params, policy.approval
+            params, requested = policy.params, policy.approval
         else:
-            params, approval = outcome.params, outcome.approval
+            params, requested = outcome.params, outcome.approval
         metadata: dict[str, Any] = {}
         env_outcome = exec_env
         if self.is_exec(ev) and (env_outcome is not None or self.resolve_exec_env):
@@ -195,9 +203,12 @@ class ToolCallGate:
             if env_outcome is None:
                 env_outcome = await self.exec_env(cx.session_key, kind, cx)
             metadata["exec_env"] = exec_env_metadata(env_outcome, kind, cx.session_key)
-        if approval is not None:
-            self._warn_deprecated_fields(approval)
-        if approval is None:
+        if requested is not None:
+            self._warn_deprecated_fields(requested)
+        # The host's requirement is its own: a plugin's approval (or a plugin's standing
+        # grant) never stands in for it, so each is asked, the host's first.
+        requests = [r for r in (approval, requested) if r is not None]
+        if not requests:
             return self._done(
                 ev,
                 ToolCallDecision(
@@ -210,22 +221,25 @@ class ToolCallGate:
                     metadata=metadata,
                 ),
             )
-        verdict = await self.broker.request(
-            ev.tool_name,
-            params,
-            approval,
-            metadata=metadata,
-            run_id=ev.run_id or cx.run_id,
-        )
+        for request in requests:
+            verdict = await self.broker.request(
+                ev.tool_name,
+                params,
+                request,
+                metadata=metadata,
+                run_id=ev.run_id or cx.run_id,
+            )
+            if not verdict.allowed:
+                break
         return self._done(
             ev,
             ToolCallDecision(
                 allowed=verdict.allowed,
                 params=params,
                 reason=verdict.reason,
-                blocked_by=None if verdict.allowed else approval.plugin_id,
+                blocked_by=None if verdict.allowed else request.plugin_id,
                 approval_resolution=verdict.resolution,
-                approval=approval,
+                approval=request,
                 approval_id=verdict.approval_id,
                 grant_id=verdict.grant_id,
                 policy_trace=policy.trace,

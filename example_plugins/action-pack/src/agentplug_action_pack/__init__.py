@@ -5,6 +5,9 @@
   ``random.Random`` (reproducible rolls in tests and replays), else the system RNG.
 - ``WORD_COUNT`` (``text``: required string) counts words, characters and lines.
 
+Both declare ``side_effects=False``: they change nothing, so ``agent.tools`` offers them to
+a model by default (an action that declares nothing counts as side-effecting).
+
 Handlers check their parameters themselves and answer with a helpful failed result, even
 though the action flow validates them against the schema first (ACTIONS.md §1).
 """
@@ -101,6 +104,7 @@ def build_actions(max_sides: int = DEFAULT_MAX_SIDES) -> list[Action]:
         description="Roll one die with the given number of sides (a d6 unless told otherwise) "
         "and report the result. Use for games, random picks and tie-breaks.",
         handler=roll_dice,
+        side_effects=False,  # nothing changes: a model may be offered it without asking
         parameters=(
             ActionParameter(
                 name="sides",
@@ -122,6 +126,7 @@ def build_actions(max_sides: int = DEFAULT_MAX_SIDES) -> list[Action]:
         similes=("COUNT_WORDS", "WORDCOUNT"),
         description="Count the words, characters and lines of a piece of text.",
         handler=word_count,
+        side_effects=False,
         parameters=(
             ActionParameter(
                 name="text",

@@ -553,6 +553,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "reinjecting plugins, or when asked to restart/reboot/reload."
             ),
             handler=_restart_handler,
+            side_effects=True,  # stops and restarts the gateway
             parameters=[
                 ActionParameter(
                     name="reason",

@@ -320,6 +320,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "policy and before_install plugins first), then restart to load it."
             ),
             handler=_guarded("install the plugin", _install),
+            side_effects=True,
             parameters=[
                 ActionParameter(
                     name="name",
@@ -342,6 +343,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "local edits override the installed package; restarts the agent."
             ),
             handler=_guarded("eject the plugin", _eject),
+            side_effects=True,
             parameters=[_plugin_id("id of the installed plugin to eject")],
         ),
         Action(
@@ -352,6 +354,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "of commits merged or the conflicting files."
             ),
             handler=_guarded("sync the plugin", _sync),
+            side_effects=True,
             parameters=[_plugin_id("id of the ejected plugin to sync")],
         ),
         Action(
@@ -362,6 +365,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "restarts the agent."
             ),
             handler=_guarded("reinject the plugin", _reinject),
+            side_effects=True,
             parameters=[_plugin_id("id of the ejected plugin to remove")],
         ),
         Action(
@@ -369,6 +373,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
             similes=("EJECTED_PLUGINS", "SHOW_EJECTED_PLUGINS"),
             description="List every ejected plugin with its name, git branch and local path.",
             handler=_guarded("list ejected plugins", _list),
+            side_effects=False,
         ),
         Action(
             name="EJECT_CORE",
@@ -378,6 +383,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "installed package; restarts the agent."
             ),
             handler=_guarded("eject the core", _eject_core),
+            side_effects=True,
         ),
         Action(
             name="SYNC_CORE",
@@ -387,6 +393,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "number of commits merged or the conflicting files."
             ),
             handler=_guarded("sync the core", _sync_core),
+            side_effects=True,
         ),
         Action(
             name="REINJECT_CORE",
@@ -396,6 +403,7 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "restarts the agent."
             ),
             handler=_guarded("reinject the core", _reinject_core),
+            side_effects=True,
         ),
         Action(
             name="CORE_STATUS",
@@ -405,5 +413,6 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
                 "with its version and commit hash."
             ),
             handler=_guarded("read the core status", _core_status),
+            side_effects=False,
         ),
     ]

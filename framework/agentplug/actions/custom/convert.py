@@ -92,7 +92,8 @@ def def_to_action(
 ) -> Action:
     """Convert one definition into an :class:`Action`.
 
-    Every parameter is typed ``string`` and ``validate`` always passes. The handler returns a
+    Every parameter is typed ``string``, ``validate`` always passes and ``side_effects``
+    is the definition's ``sideEffects`` (``true`` when left out). The handler returns a
     failed ``Missing required parameter: <name>`` before doing any I/O, otherwise
     ``ActionResult(text=output, success=ok, data={"action_id": id, "params": params})``; a
     raised error becomes the failed result ``Action failed: <error>``.
@@ -134,6 +135,7 @@ def def_to_action(
         ],
         validate=validate,
         handler=handler,
+        side_effects=definition.side_effects is not False,
         metadata={"custom_action_id": definition.id, "handler_type": definition.handler.type},
     )
 

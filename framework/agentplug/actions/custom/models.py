@@ -76,6 +76,10 @@ class CustomActionDef(BaseModel):
     parameters: list[CustomActionParameter]
     handler: CustomActionHandlerDef
     enabled: bool
+    side_effects: bool | None = Field(default=None, strict=True)
+    """``sideEffects``: whether the action changes anything; left out, it counts as
+    ``true`` (and the definition round-trips unchanged). ``false`` (a JSON boolean) lets
+    ``agent.tools`` offer it to a model by default."""
     created_at: str
     updated_at: str
 

@@ -237,6 +237,7 @@ def _log_level_action() -> Action:
         description="Set the log level (trace, debug, info, warn, error) for the current "
         "room or session only; other rooms keep their level.",
         handler=_log_level,
+        side_effects=True,  # changes what the room logs from now on
         parameters=(
             ActionParameter(
                 name="level",

@@ -110,6 +110,7 @@ def _message_action() -> Action:
         description="Send a text message to a user or a room on a specific messaging service "
         "(for example telegram or discord), by user or room id.",
         handler=_message,
+        side_effects=True,  # sends to anyone the caller names, on another service
         parameters=(
             ActionParameter(name="text", description="the message to send", required=True),
             ActionParameter(

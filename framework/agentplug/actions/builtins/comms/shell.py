@@ -90,6 +90,7 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
         "the terminal service and report its exit code and output (output is also streamed "
         "live to subscribers).",
         handler=handler,
+        side_effects=True,
         parameters=(
             ActionParameter(
                 name="command", description="the shell command line to run", required=True

@@ -107,6 +107,7 @@ def _analyze_action(settings: MediaSettings) -> Action:
         description="Analyze or describe an image given by URL or base64 with a vision model, "
         "optionally answering a specific question about it.",
         handler=handler,
+        side_effects=True,  # sends the image, or a URL the provider fetches, to the provider
         parameters=(
             ActionParameter(name="imageUrl", description="http(s) or data: URL of the image"),
             ActionParameter(name="imageBase64", description="the image as base64 (or data: URL)"),

@@ -217,6 +217,8 @@ def _emote_action(catalogue: EmoteCatalogue, avatar: AvatarSettings) -> Action:
         similes=("EMOTE", "AVATAR_EMOTE", "PLAY_ANIMATION", "GESTURE"),
         description="Play an emote animation (wave, dance, bow, clap...) on the avatar.",
         handler=handler,
+        # Conversational: an animation on the operator's own avatar endpoint, nothing kept.
+        side_effects=False,
         parameters=(
             ActionParameter(
                 name="emote", description="the emote id or name, e.g. wave", required=True

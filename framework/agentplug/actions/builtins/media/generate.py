@@ -170,6 +170,7 @@ def _generate_action(settings: MediaSettings) -> Action:
         description="Generate an image, a video or audio (music, speech) from a text prompt "
         "through the configured media provider.",
         handler=handler,
+        side_effects=True,  # a call to the (often paid) media provider
         parameters=(
             ActionParameter(name="prompt", description="what to generate, in words", required=True),
             ActionParameter(
