@@ -1,8 +1,9 @@
 """A real OpenAI-compatible chat-completions server on 127.0.0.1 for the tests.
 
 Each request pops the next scripted answer: ``(status, body, headers)`` where ``body``
-is a dict (sent as JSON), ``bytes`` (sent as is) or ``"hang"`` (the handler waits until
-the server stops). Every request's path, headers and JSON body are recorded.
+is a dict (sent as JSON), ``bytes`` (sent as is), ``"hang"`` (the handler waits until
+the server stops) or a function of the recorded request returning one of those (a server
+that echoes what it received). Every request's path, headers and JSON body are recorded.
 """
 
 from __future__ import annotations
@@ -44,16 +45,17 @@ class ChatServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = None
-                server.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "body": body,
-                    }
-                )
+                record = {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": body,
+                }
+                server.requests.append(record)
                 status, answer, headers = (
                     server.answers.pop(0) if server.answers else (500, {"error": "no answer"}, {})
                 )
+                if callable(answer):
+                    answer = answer(record)
                 if answer == "hang":
                     server.stop.wait(10)
                     return

@@ -48,11 +48,13 @@ from agentplug.agent.transcript import (
     write_message,
 )
 from agentplug.agent.turn import InboundMessage, Turn, TurnCancelled, TurnFailed, TurnResult
+from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.replies import Channel, ReplyDispatcher
 from agentplug.services.signals import AbortSignal
 from agentplug.services.toolcalls import ToolCallGate
 from agentplug.services.toolresults import strip_details
+from agentplug.services.turns import DeliveryResult
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -231,8 +233,8 @@ class AgentRunner:
             status="claimed",
             success=True,
             reply=delivery.content if delivery is not None else reply,
-            delivery=delivery,
-            trace=trace.to_json(),
+            delivery=_scrubbed(delivery),
+            trace=scrub_data(trace.to_json()),
         )
 
     def _message_ctx(
@@ -379,6 +381,8 @@ class AgentRunner:
                     turn.status, turn.error = "failed", "the transcript could not be saved"
         success = turn.status in ("replied", "silent", "suppressed")
         duration_ms = (time.perf_counter() - started) * 1000
+        if turn.error is not None:  # a server or tool may have echoed a configured secret
+            turn.error = scrub(turn.error)
         await self.host.dispatch(
             "agent_end",
             {
@@ -401,13 +405,13 @@ class AgentRunner:
             reply=reply if turn.status not in ("blocked", "failed", "cancelled") else None,
             error=turn.error,
             blocked_by=turn.blocked_by,
-            delivery=delivery,
+            delivery=_scrubbed(delivery),
             steps=turn.steps,
             duration_ms=duration_ms,
             provider=turn.provider_name,
             model=turn.model,
             transcript=list(turn.session.messages),
-            trace=trace.to_json(),
+            trace=scrub_data(trace.to_json()),
         )
 
     async def _phases(self, turn: Turn) -> None:
@@ -436,6 +440,12 @@ class AgentRunner:
             self.host, turn.session, {"role": "user", "content": turn.user_prompt}, turn.tool_ctx
         )
         await model_loop(turn)
+
+
+def _scrubbed(delivery: DeliveryResult | None) -> DeliveryResult | None:
+    if delivery is None or delivery.error is None:
+        return delivery
+    return delivery.model_copy(update={"error": scrub(delivery.error)})
 
 
 class SyncAgentRunner:

@@ -19,6 +19,7 @@ from typing import Any
 from agentplug.agent.providers.base import ToolCall
 from agentplug.agent.tools import ToolCallContext, ToolOutput
 from agentplug.agent.turn import Turn
+from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.toolresults import persist_tool_result
 
 __all__ = ["run_tool_call"]
@@ -102,6 +103,8 @@ async def run_tool_call(turn: Turn, call: ToolCall) -> dict[str, Any]:
     """Run one call; return the tool message the model will read next."""
     started = time.perf_counter()
     output, params = await _execute(turn, call)
+    # What goes to the plugins, the transcript and the model: never a configured secret.
+    output = ToolOutput(scrub(output.content), scrub_data(output.details), output.is_error)
     duration_ms = (time.perf_counter() - started) * 1000
     await turn.host.dispatch(
         "after_tool_call",

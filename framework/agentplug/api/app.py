@@ -80,6 +80,7 @@ from agentplug.api.routes.terminal import MAX_KEPT_RUNS as MAX_KEPT_RUNS
 from agentplug.api.routes.terminal import MAX_TIMEOUT_S as MAX_TIMEOUT_S
 from agentplug.api.routes.terminal import TERMINAL_SERVICE as TERMINAL_SERVICE
 from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes
+from agentplug.core.redaction import register_secret
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -156,6 +157,7 @@ def create_app(
     """
     if not isinstance(token, str) or len(token) < 16:
         raise ValueError("the API token must be a string of at least 16 characters")
+    register_secret(token)
     api = ControlApi(
         host,
         state_dir=Path(state_dir),
