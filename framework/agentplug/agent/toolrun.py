@@ -69,6 +69,7 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
         blocked_by_policy=decision.blocked_by_policy,
         approval=decision.approval_resolution,
         approval_requested_by=decision.approval.plugin_id if decision.approval else None,
+        approval_by=decision.approval_by,
         env_kept=sorted(env.get("kept", {})) if env else None,
         env_dropped=[d["key"] for d in env.get("dropped", [])] if env else None,
     )

@@ -144,6 +144,7 @@ def create_app(
     config_path: str | os.PathLike[str] | None = None,
     terminal: TerminalService | None = None,
     plugin_manager: Any = None,
+    approvals_by: str = "api",
 ) -> Starlette:
     """The control API for ``host`` (see the module docstring for the endpoints).
 
@@ -153,7 +154,8 @@ def create_app(
     endpoints edit (without it they only list the host's config). ``terminal`` replaces
     the terminal lookup (default: runtime service ``terminal``, else a local one);
     ``plugin_manager`` replaces ``PluginManager(host, state_dir)``. Approvals are resolved
-    through the :class:`ApprovalBroker` registered as runtime service ``approvals``.
+    through the :class:`ApprovalBroker` registered as runtime service ``approvals`` and
+    recorded as decided by ``approvals_by`` (``api``; ``agentplug mcp-proxy`` says ``mcp``).
     """
     if not isinstance(token, str) or len(token) < 16:
         raise ValueError("the API token must be a string of at least 16 characters")
@@ -165,6 +167,7 @@ def create_app(
         terminal=terminal,
         plugin_manager=plugin_manager,
     )
+    api.approvals_by = approvals_by
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
