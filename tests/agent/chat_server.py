@@ -4,6 +4,8 @@ Each request pops the next scripted answer: ``(status, body, headers)`` where ``
 is a dict (sent as JSON), ``bytes`` (sent as is), ``"hang"`` (the handler waits until
 the server stops) or a function of the recorded request returning one of those (a server
 that echoes what it received). Every request's path, headers and JSON body are recorded.
+With ``strict`` set, a request whose messages break the chat-completions protocol is
+answered HTTP 400 as OpenAI answers it (:func:`protocol_errors` says what is checked).
 """
 
 from __future__ import annotations
@@ -16,10 +18,42 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+def protocol_errors(messages: Any) -> list[str]:
+    """What OpenAI refuses in a request's ``messages``: an assistant message's tool calls
+    must each be answered by exactly one ``tool`` message right after it, and a ``tool``
+    message must answer a call of the assistant message before it."""
+    errors: list[str] = []
+    open_ids: list[str] = []
+    answered: set[str] = set()
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids or call_id in answered:
+                errors.append(f"messages[{index}]: tool message for unknown call {call_id!r}")
+            answered.add(str(call_id))
+            continue
+        missing = [c for c in open_ids if c not in answered]
+        if missing:
+            errors.append(
+                f"messages[{index}]: an assistant message with 'tool_calls' must be followed "
+                f"by tool messages responding to each 'tool_call_id' (missing {missing})"
+            )
+        open_ids, answered = [], set()
+        if role == "assistant":
+            open_ids = [str(c.get("id")) for c in message.get("tool_calls") or []]
+    missing = [c for c in open_ids if c not in answered]
+    if missing:
+        errors.append(f"the last assistant message's tool calls {missing} are unanswered")
+    return errors
+
+
 class ChatServer:
     def __init__(self) -> None:
         self.answers: list[tuple[int, Any, dict[str, str]]] = []
         self.requests: list[dict[str, Any]] = []
+        self.strict = False
+        """Answer HTTP 400 to requests that break the protocol (:func:`protocol_errors`)."""
         self.stop = threading.Event()
         self.get_text = "ok"
         """What a GET answers (a stand-in web API for custom http actions)."""
@@ -51,9 +85,16 @@ class ChatServer:
                     "body": body,
                 }
                 server.requests.append(record)
-                status, answer, headers = (
-                    server.answers.pop(0) if server.answers else (500, {"error": "no answer"}, {})
-                )
+                problems = protocol_errors((body or {}).get("messages")) if server.strict else []
+                if problems:
+                    invalid = {"message": problems[0], "type": "invalid_request_error"}
+                    status, answer, headers = 400, {"error": invalid}, {}
+                else:
+                    status, answer, headers = (
+                        server.answers.pop(0)
+                        if server.answers
+                        else (500, {"error": "no answer"}, {})
+                    )
                 if callable(answer):
                     answer = answer(record)
                 if answer == "hang":

@@ -45,6 +45,7 @@ from agentplug.agent.transcript import (
     SessionRecord,
     StateStoreTranscripts,
     TranscriptStore,
+    answer_open_calls,
     write_message,
 )
 from agentplug.agent.turn import InboundMessage, Turn, TurnCancelled, TurnFailed, TurnResult
@@ -339,6 +340,8 @@ class AgentRunner:
         trace: TurnTrace,
     ) -> TurnResult:
         turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
+        # A session an older turn left with an unanswered call would be refused whole.
+        answer_open_calls(turn.session.messages, "not completed: an earlier turn ended first")
         started = time.perf_counter()
         cancel_approvals = turn.signal.add_callback(lambda _s: self.broker.cancel_run(turn.run_id))
         delivery = None
@@ -368,6 +371,8 @@ class AgentRunner:
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             cancel_approvals()
+            self.broker.end_run(turn.run_id)
+            answer_open_calls(turn.session.messages, _unfinished(turn))
             try:
                 self.transcripts.save(turn.session)
             except Exception as exc:  # a broken store must not swallow agent_end
@@ -440,6 +445,13 @@ class AgentRunner:
             self.host, turn.session, {"role": "user", "content": turn.user_prompt}, turn.tool_ctx
         )
         await model_loop(turn)
+
+
+def _unfinished(turn: Turn) -> str:
+    """The result of a tool call the turn stopped before (what the model reads next)."""
+    if turn.status == "cancelled":
+        return "tool call cancelled: the turn was cancelled before this call completed"
+    return "tool call not completed: the turn ended before this call completed"
 
 
 def _scrubbed(delivery: DeliveryResult | None) -> DeliveryResult | None:
