@@ -151,3 +151,11 @@ def test_register_credentials_takes_credential_values_and_the_bare_bearer_token(
     root = "/srv/" + secrets.token_hex(6)
     assert register_credentials({"Authorization": f"Bearer {token}", "ROOT": root}) == 2
     assert scrub(f"token {token}; root {root}") == f"token {REDACTED}; root {root}"
+
+
+def test_the_whitespace_the_scrubber_skips_is_what_str_isspace_accepts() -> None:
+    import sys
+
+    from agentplug.core.redaction import SPACES
+
+    assert set(SPACES) == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}

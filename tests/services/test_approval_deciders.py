@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,11 @@ from agentplug.services.approvals import (
     ScriptedResolver,
     TerminalResolver,
 )
+from agentplug.services.approvals.models import iso_time
 from agentplug.services.approvals.shared import AUDIT_NAMESPACE, stored_decision
 from agentplug.services.toolcalls import ToolCallDecision, ToolCallGate
 from agentplug.store import SQLiteStore
+from agentplug_hookspecs.tools import ApprovalRequest
 
 from tests.services.test_approvals import approval_plugin
 
@@ -160,3 +163,31 @@ def test_a_terminal_resolver_can_name_its_entrance(tmp_path: Path, shared: bool)
     gate, _ = _gate(tmp_path, resolver, shared)
     decision = _check(gate)
     assert _recorded_by(gate, decision, shared) == {"chat"}
+
+
+def test_of_threads_racing_in_memory_every_loser_is_told_who_won_and_when() -> None:
+    resolver = ProgrammaticResolver()
+    replies: list[Any] = []
+
+    def race(pending: PendingApproval) -> None:
+        barrier = threading.Barrier(8)
+
+        def decide(i: int) -> None:
+            barrier.wait()
+            replies.append(resolver.resolve(pending.id, ("allow-once", "deny")[i % 2], by=f"t{i}"))
+
+        threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    resolver.on_pending = race
+    broker = ApprovalBroker(resolver)
+    request = ApprovalRequest(title="Run web search", description="d")
+    verdict = asyncio.run(broker.request("web_search", {}, request))
+    (winner,) = [r for r in replies if r.ok]
+    assert verdict.decided_by == winner.by and winner.at is not None
+    named = f"by {winner.by} at {iso_time(winner.at)})"
+    losers = [r for r in replies if not r.ok]
+    assert len(losers) == 7 and all(r.status == "decided" and named in r.message for r in losers)

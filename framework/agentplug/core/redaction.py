@@ -29,6 +29,7 @@ from urllib.parse import quote, quote_plus
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "SPACES",
     "ScrubbingFilter",
     "forget_secret",
     "looks_like_credential",
@@ -46,6 +47,12 @@ MIN_SECRET_LENGTH = 8
 """Shorter values are not registered (see the module docstring)."""
 
 _WHITESPACE = re.compile(r"\s")
+SPACES = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""Every character ``str.isspace`` accepts (a test keeps the copy true)."""
+_DROP_SPACES = dict.fromkeys(map(ord, SPACES))
 _CREDENTIAL_NAME = re.compile(
     r"auth|token|secret|passw|pwd|api[-_]?key|access[-_]?key|private[-_]?key|cookie|"
     r"credential|session|signature|^key$|[-_]key$",
@@ -153,19 +160,18 @@ def scrub(text: str) -> str:
 
 def _scrub_spread(text: str, raw: Iterable[str]) -> str:
     """Replace secrets that whitespace was inserted into (a wrapped or re-spaced line)."""
-    positions = [i for i, ch in enumerate(text) if not ch.isspace()]
-    squeezed = "".join(text[i] for i in positions)
+    squeezed = text.translate(_DROP_SPACES)  # one pass in C
+    needles = [n for n in ("".join(v.split()) for v in raw) if len(n) >= MIN_SECRET_LENGTH]
+    needles = [n for n in needles if n in squeezed]
+    if not needles:  # the common case: no position map to build
+        return text
+    positions = [i for i, ch in enumerate(text) if ch not in SPACES]
     spans: list[tuple[int, int]] = []
-    for value in raw:
-        needle = "".join(value.split())
-        if len(needle) < MIN_SECRET_LENGTH:
-            continue
+    for needle in needles:
         start = squeezed.find(needle)
         while start != -1:
             spans.append((positions[start], positions[start + len(needle) - 1] + 1))
             start = squeezed.find(needle, start + len(needle))
-    if not spans:
-        return text
     out: list[str] = []
     cursor = 0
     for begin, end in sorted(spans):
