@@ -341,7 +341,9 @@ class AgentRunner:
     ) -> TurnResult:
         turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
         # A session an older turn left with an unanswered call would be refused whole.
-        answer_open_calls(turn.session.messages, "not completed: an earlier turn ended first")
+        answer_open_calls(
+            turn.session.messages, "tool call not completed: an earlier turn ended before it did"
+        )
         started = time.perf_counter()
         cancel_approvals = turn.signal.add_callback(lambda _s: self.broker.cancel_run(turn.run_id))
         delivery = None
