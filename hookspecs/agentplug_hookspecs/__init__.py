@@ -27,6 +27,7 @@ _LAZY = {
             "JsonMap",
             "Result",
             "bind_handler_context",
+            "current_handler_context",
             "deep_freeze",
             "thaw",
         ),
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
         JsonMap,
         Result,
         bind_handler_context,
+        current_handler_context,
         deep_freeze,
         thaw,
     )
@@ -142,6 +144,7 @@ __all__ = [
     "bind_handler_context",
     "builtin_declarations",
     "common",
+    "current_handler_context",
     "declarations_in",
     "declare",
     "deep_freeze",

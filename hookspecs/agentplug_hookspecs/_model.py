@@ -36,6 +36,7 @@ __all__ = [
     "JsonMap",
     "Result",
     "bind_handler_context",
+    "current_handler_context",
     "deep_freeze",
     "thaw",
 ]
@@ -305,6 +306,15 @@ def bind_handler_context(context: HandlerContext) -> contextvars.Token[HandlerCo
     binding because asyncio copies the context into the task that resumes it.
     """
     return _HANDLER_CONTEXT.set(context)
+
+
+def current_handler_context() -> HandlerContext:
+    """The context of the plugin handler running now (``plugin_id`` ``""`` outside one).
+
+    Lets the runtime stamp who did something from inside a handler (and the tasks it
+    started) without trusting what the plugin says.
+    """
+    return _HANDLER_CONTEXT.get()
 
 
 class Event(HookModel):

@@ -3,10 +3,13 @@
 Each request pops the next scripted answer: ``(status, body, headers)`` where ``body``
 is a dict (sent as JSON), ``bytes`` (sent as is), ``"hang"`` (the handler waits until
 the server stops), a :class:`Drip` (headers at once, then the body one byte per
-interval) or an :class:`Unsized` body (no content-length: the body ends when the server
-closes). Every request's path, headers, JSON body and size in bytes are recorded; a
-client that gives up mid-body is counted in ``aborted`` (``sent`` holds the body bytes
-each answer managed to write).
+interval), an :class:`Unsized` body (no content-length: the body ends when the server
+closes), or a function of the recorded request returning one of those (a server that
+echoes what it received). Every request's path, headers, JSON body and size in bytes are
+recorded; a client that gives up mid-body is counted in ``aborted`` (``sent`` holds the
+body bytes each answer managed to write). With ``strict`` set, a request whose messages
+break the chat-completions protocol is answered HTTP 400 as OpenAI answers it
+(:func:`protocol_errors` says what is checked).
 """
 
 from __future__ import annotations
@@ -35,6 +38,36 @@ class Unsized:
     data: bytes
 
 
+def protocol_errors(messages: Any) -> list[str]:
+    """What OpenAI refuses in a request's ``messages``: an assistant message's tool calls
+    must each be answered by exactly one ``tool`` message right after it, and a ``tool``
+    message must answer a call of the assistant message before it."""
+    errors: list[str] = []
+    open_ids: list[str] = []
+    answered: set[str] = set()
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in open_ids or call_id in answered:
+                errors.append(f"messages[{index}]: tool message for unknown call {call_id!r}")
+            answered.add(str(call_id))
+            continue
+        missing = [c for c in open_ids if c not in answered]
+        if missing:
+            errors.append(
+                f"messages[{index}]: an assistant message with 'tool_calls' must be followed "
+                f"by tool messages responding to each 'tool_call_id' (missing {missing})"
+            )
+        open_ids, answered = [], set()
+        if role == "assistant":
+            open_ids = [str(c.get("id")) for c in message.get("tool_calls") or []]
+    missing = [c for c in open_ids if c not in answered]
+    if missing:
+        errors.append(f"the last assistant message's tool calls {missing} are unanswered")
+    return errors
+
+
 class ChatServer:
     def __init__(self) -> None:
         self.answers: list[tuple[int, Any, dict[str, str]]] = []
@@ -44,6 +77,8 @@ class ChatServer:
         self.aborted = 0
         self.answered = threading.Event()
         """Set each time a handler has finished writing (or given up on) an answer."""
+        self.strict = False
+        """Answer HTTP 400 to requests that break the protocol (:func:`protocol_errors`)."""
         self.stop = threading.Event()
         self.get_text = "ok"
         """What a GET answers (a stand-in web API for custom http actions)."""
@@ -69,18 +104,27 @@ class ChatServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = None
-                server.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": {k.lower(): v for k, v in self.headers.items()},
-                        "body": body,
-                        "size": len(raw),
-                    }
-                )
-                del raw, body
-                status, answer, headers = (
-                    server.answers.pop(0) if server.answers else (500, {"error": "no answer"}, {})
-                )
+                record = {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": body,
+                    "size": len(raw),
+                }
+                server.requests.append(record)
+                del raw
+                problems = protocol_errors((body or {}).get("messages")) if server.strict else []
+                del body
+                if problems:
+                    invalid = {"message": problems[0], "type": "invalid_request_error"}
+                    status, answer, headers = 400, {"error": invalid}, {}
+                else:
+                    status, answer, headers = (
+                        server.answers.pop(0)
+                        if server.answers
+                        else (500, {"error": "no answer"}, {})
+                    )
+                if callable(answer):
+                    answer = answer(record)
                 if isinstance(answer, str) and answer == "hang":
                     server.stop.wait(10)
                     return

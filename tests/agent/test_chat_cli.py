@@ -89,6 +89,17 @@ def test_chat_trace_prints_json_lines(tmp_path: Path, site_dir: Path, fake_dist:
     assert turn["status"] == "replied" and turn["reply"] == "You rolled the die. (checked)"
 
 
+def test_a_decision_at_the_chat_prompt_is_recorded_as_chat(
+    tmp_path: Path, site_dir: Path, fake_dist: FakeDist
+) -> None:
+    fake_dist("fakeplug-dicer", "fakeplug_dicer", DICER, {"dicer": "fakeplug_dicer"})
+    done = _chat(tmp_path, site_dir, "roll\nallow-once\n", "--trace")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    tool = next(r for r in rows if r.get("kind") == "tool")
+    assert (tool["decision"]["approval"], tool["decision"]["approval_by"]) == ("allow-once", "chat")
+
+
 def test_chat_without_configuration_echoes_with_the_scripted_provider(tmp_path: Path) -> None:
     env = {**os.environ, "AGENTPLUG_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("AGENTPLUG_CONFIG", None)

@@ -246,6 +246,25 @@ def test_an_approval_denied_through_the_control_api_never_reaches_upstream(
     assert upstream_log.calls() == []
 
 
+def test_an_approval_decided_at_the_proxys_api_is_recorded_as_mcp_and_a_late_one_is_409(
+    proxy: Proxy, upstream_log: UpstreamLog
+) -> None:
+    async def body(client: Any) -> tuple[Any, list[httpx.Response]]:
+        call = asyncio.ensure_future(client.call_tool("web_search", {"query": "mcp"}))
+        pending = await _answer_first_approval(proxy, "allow-once")
+        headers = {"Authorization": f"Bearer {proxy.token}"}
+        async with httpx.AsyncClient(base_url=proxy.api, headers=headers, timeout=10) as http:
+            result = await call
+            late = await http.post(f"/api/approvals/{pending['id']}", json={"decision": "deny"})
+        return result, [late]
+
+    result, (late,) = proxy.session(body)
+    assert not result.is_error
+    assert late.status_code == 409, late.text
+    assert late.json()["by"] == "mcp"
+    assert "was already resolved (allow-once by mcp at " in late.json()["error"]
+
+
 async def _cli(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -5,8 +5,17 @@ call through the tool-call gate with a shared broker (as ``agentplug serve`` wir
 prints ``PENDING <id>`` once the approval is published, then one JSON line with the
 verdict and the wall-clock time the turn woke.
 
+``ask-cancel URL``: as ``ask`` (one minute to decide) for run ``run-cancelled``; when a
+line arrives on stdin the run is cancelled (as the runner does when a turn is aborted).
+
 ``sweep URL SECONDS``: another gateway: records timeouts of expired approvals
 (``expire_pending``) every 10 ms for SECONDS; prints how many this process recorded.
+
+``race URL ID DECISION BY`` and ``race-api API_URL TOKEN ID DECISION``: a decider that
+opens the store (or an HTTP client) first, prints ``READY``, waits for a line on stdin
+(so that every racer starts at once), then decides ID through the store
+(``resolve_pending``, recorded as BY) or ``POST /api/approvals/ID``; prints one JSON line
+with what it was told.
 """
 
 from __future__ import annotations
@@ -20,7 +29,11 @@ from typing import Any
 from agentplug import PluginApi, PluginHost
 from agentplug.api.serve import wire_approvals
 from agentplug.services.approvals import ProgrammaticResolver
-from agentplug.services.approvals.shared import expire_pending
+from agentplug.services.approvals.shared import (
+    PENDING_NAMESPACE,
+    expire_pending,
+    resolve_pending,
+)
 from agentplug.services.toolcalls import ToolCallGate
 from agentplug.store import open_store_url
 
@@ -41,16 +54,28 @@ def _plugin(timeout_ms: int) -> Any:
     return register
 
 
-def ask(url: str, timeout_ms: int) -> None:
+def ask(url: str, timeout_ms: int, *, cancel_on_input: bool = False) -> None:
     host = PluginHost(store=open_store_url(url))
     host.register(_plugin(timeout_ms), "preflight")
     broker = wire_approvals(host)
     assert isinstance(broker.resolver, ProgrammaticResolver)
     broker.resolver.on_pending = lambda p: print(f"PENDING {p.id}", flush=True)
     gate = ToolCallGate(host, broker)
+    run_id = "run-cancelled"
+
+    async def cancel_on_line() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        broker.cancel_run(run_id)
 
     async def main() -> Any:
-        return await gate.check({"tool_name": "web_search", "params": {"query": "x"}})
+        canceller = asyncio.ensure_future(cancel_on_line()) if cancel_on_input else None
+        try:
+            return await gate.check(
+                {"tool_name": "web_search", "params": {"query": "x"}, "run_id": run_id}
+            )
+        finally:
+            if canceller is not None:
+                canceller.cancel()
 
     decision = asyncio.run(main())
     woke_at = time.time()
@@ -78,8 +103,37 @@ def sweep(url: str, seconds: float) -> None:
     print(json.dumps({"fired": fired}), flush=True)
 
 
+def race(url: str, approval_id: str, decision: str, by: str) -> None:
+    store = open_store_url(url)
+    store.get(PENDING_NAMESPACE, approval_id)  # connected before the start line
+    print("READY", flush=True)
+    sys.stdin.readline()
+    reply = resolve_pending(store, approval_id, decision, by=by)
+    print(json.dumps({"ok": reply.ok, "message": reply.message}), flush=True)
+
+
+def race_api(api_url: str, token: str, approval_id: str, decision: str) -> None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=api_url, headers=headers, timeout=60) as client:
+        client.get("/api/health")  # connected before the start line
+        print("READY", flush=True)
+        sys.stdin.readline()
+        answer = client.post(f"/api/approvals/{approval_id}", json={"decision": decision})
+    body = answer.json()
+    message = body.get("message") or body.get("error")
+    print(json.dumps({"status": answer.status_code, "message": message}), flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "ask":
         ask(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "ask-cancel":
+        ask(sys.argv[2], 60_000, cancel_on_input=True)
+    elif sys.argv[1] == "race":
+        race(*sys.argv[2:6])
+    elif sys.argv[1] == "race-api":
+        race_api(*sys.argv[2:6])
     else:
         sweep(sys.argv[2], float(sys.argv[3]))

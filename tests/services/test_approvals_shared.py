@@ -16,18 +16,27 @@ from typing import Any
 
 import pytest
 from agentplug.services.approvals import ApprovalBroker, PendingApproval
+from agentplug.services.approvals.models import iso_time
 from agentplug.services.approvals.shared import (
     AUDIT_NAMESPACE,
     DECISIONS_NAMESPACE,
     PENDING_NAMESPACE,
     list_pending,
+    publish_pending,
     resolve_pending,
     stored_decision,
 )
 from agentplug.store import SQLiteStore, StateStoreUnavailable, open_store_url
 from agentplug_hookspecs.tools import ApprovalRequest
 
-GATEWAY = str(Path(__file__).with_name("approval_gateway.py"))
+from tests.services.approval_processes import (
+    gateway,
+    pending_id,
+    printed,
+    shared_store_url,
+    start_together,
+)
+
 WAKE_BOUND_S = 2.0
 """Generous bound on the wake-up after a decision (the issue asks 100 ms; a loaded 2-core
 CI machine gets 20x margin; the measured value is printed with ``-s``)."""
@@ -35,36 +44,7 @@ CI machine gets 20x margin; the measured value is printed with ``-s``)."""
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.sqlite3'}"
-    try:
-        url: str = request.getfixturevalue("postgres_url")
-    except pytest.FixtureLookupError:
-        pytest.skip("postgres_url fixture not available")
-    return url
-
-
-def _gateway(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, GATEWAY, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _pending_id(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("PENDING "), (line, proc.stderr.read() if proc.stderr else "")
-    return line.split()[1]
-
-
-def _result(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    data: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return data
+    return shared_store_url(request, tmp_path)
 
 
 _CLI = [sys.executable, "-m", "agentplug.cli.approvals"]
@@ -91,9 +71,9 @@ def _decision_at(url: str, approval_id: str) -> float:
 
 @pytest.fixture
 def asking(store_url: str) -> Iterator[tuple[str, subprocess.Popen[str], str]]:
-    proc = _gateway("ask", store_url, "60000")
+    proc = gateway("ask", store_url, "60000")
     try:
-        yield store_url, proc, _pending_id(proc)
+        yield store_url, proc, pending_id(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -115,7 +95,7 @@ def test_an_allow_from_another_process_wakes_the_waiting_turn_and_the_call_runs(
     url, proc, approval_id = asking
     done = _cli(url, "resolve", approval_id, "allow-once")
     assert done.returncode == 0, done.stderr
-    result = _result(proc)
+    result = printed(proc)
     latency = result["woke_at"] - _decision_at(url, approval_id)
     print(f"\ncross-process approval wake latency: {latency * 1000:.1f} ms")
     assert result["allowed"] is True
@@ -128,8 +108,24 @@ def test_a_deny_from_another_process_blocks_the_waiting_call(
 ) -> None:
     url, proc, approval_id = asking
     assert _cli(url, "resolve", approval_id, "deny").returncode == 0
-    result = _result(proc)
+    result = printed(proc)
     assert (result["allowed"], result["resolution"]) == (False, "deny")
+
+
+def test_a_decision_from_the_cli_is_recorded_as_cli(
+    asking: tuple[str, subprocess.Popen[str], str],
+) -> None:
+    url, proc, approval_id = asking
+    assert _cli(url, "resolve", approval_id, "deny").returncode == 0
+    printed(proc)
+    store = open_store_url(url)
+    try:
+        row = stored_decision(store, approval_id)
+        audit = [e for e in store.peek(AUDIT_NAMESPACE, "audit") if e["approval_id"] == approval_id]
+    finally:
+        store.close()
+    assert row is not None and row["by"] == "cli"
+    assert [e["by"] for e in audit] == ["cli"]
 
 
 def test_allow_always_from_another_process_saves_the_durable_grant(
@@ -137,7 +133,7 @@ def test_allow_always_from_another_process_saves_the_durable_grant(
 ) -> None:
     url, proc, approval_id = asking
     assert _cli(url, "resolve", approval_id, "allow-always").returncode == 0
-    assert _result(proc)["allowed"] is True
+    assert printed(proc)["allowed"] is True
     store = open_store_url(url)
     try:
         grants = store.items("approvals.grants")
@@ -161,7 +157,7 @@ def test_of_racing_deciders_exactly_one_decision_is_recorded(
         for w in words
     ]
     codes = [r.wait(timeout=60) for r in racers]
-    result = _result(proc)
+    result = printed(proc)
     assert codes.count(0) == 1
     winner = words[codes.index(0)]
     assert result["resolution"] == winner
@@ -173,12 +169,101 @@ def test_of_racing_deciders_exactly_one_decision_is_recorded(
     assert [e["resolution"] for e in audit] == [winner]
 
 
+def test_of_n_racing_processes_one_wins_and_every_loser_is_told_who_won_and_when(
+    asking: tuple[str, subprocess.Popen[str], str],
+) -> None:
+    url, proc, approval_id = asking
+    words = ["allow-once", "deny"] * 4
+    racers = [gateway("race", url, approval_id, w, f"racer-{i}") for i, w in enumerate(words)]
+    clis = [
+        subprocess.Popen(
+            [*_CLI, "resolve", approval_id, w, "--state-url", url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in ("allow-once", "deny")
+    ]
+    start_together(racers)
+    told = [printed(r) for r in racers]
+    cli_told = [(c.wait(timeout=60), c.communicate()[1]) for c in clis]
+    verdict = printed(proc)
+    store = open_store_url(url)
+    try:
+        row = stored_decision(store, approval_id)
+    finally:
+        store.close()
+    assert row is not None and verdict["resolution"] == row["resolution"]
+    winners = [t for t in told if t["ok"]] + [c for c in cli_told if c[0] == 0]
+    assert len(winners) == 1, (told, cli_told)
+    named = f"({row['resolution']} by {row['by']} at {iso_time(row['at'])})"
+    losers = [t["message"] for t in told if not t["ok"]] + [e for code, e in cli_told if code]
+    assert len(losers) == len(words) + len(clis) - 1
+    assert [m for m in losers if named not in m] == [], named
+
+
+def test_a_loser_whose_pending_row_vanished_is_told_who_won_and_when(tmp_path: Path) -> None:
+    """The race window made certain: another process decides between this resolver's
+    look at the decisions and its look at the pending row."""
+    url = f"sqlite:///{tmp_path / 'state.sqlite3'}"
+
+    class _DecidedMeanwhile(SQLiteStore):
+        """The real SQLite store; the CLI of another process decides right after this
+        store's first read of the decision rows."""
+
+        raced = False
+
+        def get(self, namespace: str, key: str) -> Any | None:
+            value = super().get(namespace, key)
+            if namespace == DECISIONS_NAMESPACE and not self.raced:
+                self.raced = True
+                assert _cli(url, "resolve", key, "deny").returncode == 0
+            return value
+
+    store = _DecidedMeanwhile(tmp_path / "state.sqlite3")
+    request = ApprovalRequest(title="Run web search", description="d", plugin_id="p")
+    publish_pending(store, PendingApproval("ap1-race", "web_search", {}, request), gateway="g")
+    reply = resolve_pending(store, "ap1-race", "allow-once", by="api")
+    row = stored_decision(store, "ap1-race")
+    store.close()
+    assert store.raced and row is not None and row["by"] == "cli"
+    assert not reply.ok and reply.status == "decided"
+    assert reply.message == (
+        f"approval 'ap1-race' was already resolved (deny by cli at {iso_time(row['at'])})"
+    )
+
+
+def test_the_cli_resolving_a_cancelled_runs_approval_is_told_it_was_cancelled_and_when(
+    store_url: str,
+) -> None:
+    asker = gateway("ask-cancel", store_url)
+    approval_id = pending_id(asker)
+    assert asker.stdin is not None
+    asker.stdin.write("cancel\n")
+    asker.stdin.flush()
+    assert printed(asker)["resolution"] == "cancelled"
+    listed = _cli(store_url, "pending", "--json")
+    late = _cli(store_url, "resolve", approval_id, "allow-once")
+    store = open_store_url(store_url)
+    try:
+        row = stored_decision(store, approval_id)
+    finally:
+        store.close()
+    assert json.loads(listed.stdout) == []
+    assert row is not None and row["resolution"] == "cancelled"
+    assert late.returncode != 0
+    assert late.stderr.strip() == (
+        f"agentplug approvals resolve: approval {approval_id!r} was cancelled at "
+        f"{iso_time(row['at'])} (its run was cancelled); the tool call was not run"
+    )
+
+
 def test_a_timeout_fires_exactly_once_with_three_gateways_up(store_url: str) -> None:
-    sweepers = [_gateway("sweep", store_url, "4") for _ in range(2)]
-    asker = _gateway("ask", store_url, "1000")
-    approval_id = _pending_id(asker)
-    result = _result(asker)
-    fired = [_result(s)["fired"] for s in sweepers]
+    sweepers = [gateway("sweep", store_url, "4") for _ in range(2)]
+    asker = gateway("ask", store_url, "1000")
+    approval_id = pending_id(asker)
+    result = printed(asker)
+    fired = [printed(s)["fired"] for s in sweepers]
     store = open_store_url(store_url)
     try:
         audit = [e for e in store.peek(AUDIT_NAMESPACE, "audit") if e["approval_id"] == approval_id]
@@ -190,9 +275,9 @@ def test_a_timeout_fires_exactly_once_with_three_gateways_up(store_url: str) -> 
 
 
 def test_a_decision_after_the_timeout_is_refused_with_a_clear_message(store_url: str) -> None:
-    asker = _gateway("ask", store_url, "300")
-    approval_id = _pending_id(asker)
-    assert _result(asker)["resolution"] == "timeout"
+    asker = gateway("ask", store_url, "300")
+    approval_id = pending_id(asker)
+    assert printed(asker)["resolution"] == "timeout"
     late = _cli(store_url, "resolve", approval_id, "allow-once")
     assert late.returncode != 0
     assert f"approval {approval_id!r} already timed out at " in late.stderr

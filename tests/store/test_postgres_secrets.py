@@ -41,3 +41,19 @@ def test_a_password_never_appears_in_the_unavailable_message_or_the_log(
 
 def test_redact_url_of_an_unparseable_url_is_a_placeholder_not_an_error() -> None:
     assert redact_url("postgresql://u:pw@[::1/db") == "postgresql://<unparseable URL>"
+
+
+def test_a_state_url_password_is_scrubbed_from_every_later_message_of_the_process(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import secrets
+
+    from agentplug.core.redaction import scrub
+
+    password = "pw-" + secrets.token_hex(8)
+    with pytest.raises(StateStoreUnavailable):
+        open_store_url(f"postgresql://u:{password}@127.0.0.1:1/db", retry_ms=0)
+    with caplog.at_level(logging.INFO, logger="agentplug.tests"):
+        logging.getLogger("agentplug.tests").info("a plugin echoes %s", password)
+    assert password not in caplog.text
+    assert password not in scrub(f"an error naming {password}")

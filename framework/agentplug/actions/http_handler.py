@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from pydantic.alias_generators import to_camel
 
 from agentplug.actions.handler_output import HandlerOutput
+from agentplug.core.redaction import register_credentials
 from agentplug.security.ssrf import (
     Connector,
     FetchError,
@@ -62,6 +63,12 @@ class HttpHandlerDef(BaseModel):
                 f"{', '.join(sorted(_METHODS))}"
             )
         return method
+
+    @field_validator("headers")
+    @classmethod
+    def _register_credentials(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        register_credentials(value)  # an Authorization header is never shown again
+        return value
 
 
 def _substitute(

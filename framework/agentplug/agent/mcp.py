@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput
+from agentplug.core.redaction import register_credentials
 
 if TYPE_CHECKING:
     from agentplug.agent.mcp_transport import MessageBound
@@ -113,6 +114,8 @@ class McpServerConfig(BaseModel):
             )
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        register_credentials(self.headers)  # never shown again, whoever echoes them
+        register_credentials(self.env)
         return self
 
     def offers(self, tool_name: str) -> bool:

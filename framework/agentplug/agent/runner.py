@@ -45,14 +45,17 @@ from agentplug.agent.transcript import (
     SessionRecord,
     StateStoreTranscripts,
     TranscriptStore,
+    answer_open_calls,
     write_message,
 )
 from agentplug.agent.turn import InboundMessage, Turn, TurnCancelled, TurnFailed, TurnResult
+from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.replies import Channel, ReplyDispatcher
 from agentplug.services.signals import AbortSignal
 from agentplug.services.toolcalls import ToolCallGate
 from agentplug.services.toolresults import strip_details
+from agentplug.services.turns import DeliveryResult
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -242,8 +245,8 @@ class AgentRunner:
             status="claimed",
             success=True,
             reply=delivery.content if delivery is not None else reply,
-            delivery=delivery,
-            trace=trace.to_json(),
+            delivery=_scrubbed(delivery),
+            trace=scrub_data(trace.to_json()),
         )
 
     def _message_ctx(
@@ -348,6 +351,10 @@ class AgentRunner:
         trace: TurnTrace,
     ) -> TurnResult:
         turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
+        # A session an older turn left with an unanswered call would be refused whole.
+        answer_open_calls(
+            turn.session.messages, "tool call not completed: an earlier turn ended before it did"
+        )
         started = time.perf_counter()
         cancel_approvals = turn.signal.add_callback(lambda _s: self.broker.cancel_run(turn.run_id))
         delivery = None
@@ -377,6 +384,8 @@ class AgentRunner:
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             cancel_approvals()
+            self.broker.end_run(turn.run_id)
+            answer_open_calls(turn.session.messages, _unfinished(turn))
             try:
                 self.transcripts.save(turn.session)
             except Exception as exc:  # a broken store must not swallow agent_end
@@ -390,6 +399,8 @@ class AgentRunner:
                     turn.status, turn.error = "failed", "the transcript could not be saved"
         success = turn.status in ("replied", "silent", "suppressed")
         duration_ms = (time.perf_counter() - started) * 1000
+        if turn.error is not None:  # a server or tool may have echoed a configured secret
+            turn.error = scrub(turn.error)
         await self.host.dispatch(
             "agent_end",
             {
@@ -412,13 +423,13 @@ class AgentRunner:
             reply=reply if turn.status not in ("blocked", "failed", "cancelled") else None,
             error=turn.error,
             blocked_by=turn.blocked_by,
-            delivery=delivery,
+            delivery=_scrubbed(delivery),
             steps=turn.steps,
             duration_ms=duration_ms,
             provider=turn.provider_name,
             model=turn.model,
             transcript=list(turn.session.messages),
-            trace=trace.to_json(),
+            trace=scrub_data(trace.to_json()),
         )
 
     async def _phases(self, turn: Turn) -> None:
@@ -447,6 +458,19 @@ class AgentRunner:
             self.host, turn.session, {"role": "user", "content": turn.user_prompt}, turn.tool_ctx
         )
         await model_loop(turn)
+
+
+def _unfinished(turn: Turn) -> str:
+    """The result of a tool call the turn stopped before (what the model reads next)."""
+    if turn.status == "cancelled":
+        return "tool call cancelled: the turn was cancelled before this call completed"
+    return "tool call not completed: the turn ended before this call completed"
+
+
+def _scrubbed(delivery: DeliveryResult | None) -> DeliveryResult | None:
+    if delivery is None or delivery.error is None:
+        return delivery
+    return delivery.model_copy(update={"error": scrub(delivery.error)})
 
 
 class SyncAgentRunner:

@@ -16,13 +16,13 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import replace
 from typing import Any
 
 from agentplug.agent.limits import cut_tool_result
 from agentplug.agent.providers.base import ToolCall
 from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput
 from agentplug.agent.turn import Turn
+from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.toolresults import persist_tool_result
 
 __all__ = ["offered_tools", "run_tool_call"]
@@ -90,6 +90,7 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
         blocked_by_policy=decision.blocked_by_policy,
         approval=decision.approval_resolution,
         approval_requested_by=decision.approval.plugin_id if decision.approval else None,
+        approval_by=decision.approval_by,
         env_kept=sorted(env.get("kept", {})) if env else None,
         env_dropped=[d["key"] for d in env.get("dropped", [])] if env else None,
     )
@@ -130,7 +131,10 @@ async def run_tool_call(
         output, params = ToolOutput(refusal, is_error=True), dict(call.arguments)
     else:
         output, params = await _execute(turn, call)
-    output = replace(output, content=cut_tool_result(output.content, turn.runner.config.limits))
+    # What goes to the plugins, the transcript and the model: bounded, never a configured
+    # secret.
+    content = cut_tool_result(scrub(output.content), turn.runner.config.limits)
+    output = ToolOutput(content, scrub_data(output.details), output.is_error)
     duration_ms = (time.perf_counter() - started) * 1000
     await turn.host.dispatch(
         "after_tool_call",

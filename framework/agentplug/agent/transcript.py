@@ -25,6 +25,7 @@ __all__ = [
     "SessionRecord",
     "StateStoreTranscripts",
     "TranscriptStore",
+    "answer_open_calls",
     "write_message",
 ]
 
@@ -106,3 +107,40 @@ def write_message(
     written: dict[str, Any] = thaw(outcome.message)
     record.messages.append(written)
     return written
+
+
+def answer_open_calls(messages: list[dict[str, Any]], content: str) -> int:
+    """Answer every tool call no tool message answers, in place; return how many.
+
+    The chat-completions protocol wants each call of an assistant message answered by
+    one ``tool`` message right after it, or it refuses the whole request. A turn that
+    stops between a call and its result (cancelled, failed) leaves such a call; each gets
+    an error result saying ``content``, placed after the results that exist.
+    """
+    added = 0
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls:
+            continue
+        answered: set[str] = set()
+        while index < len(messages) and messages[index].get("role") == "tool":
+            answered.add(str(messages[index].get("tool_call_id")))
+            index += 1
+        for call in calls:
+            call_id = call.get("id") if isinstance(call, Mapping) else None
+            if call_id is None or str(call_id) in answered:
+                continue
+            answered.add(str(call_id))
+            function = call.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else None
+            answer = {"role": "tool", "tool_call_id": call_id, "content": content}
+            if name is not None:
+                answer["name"] = name
+            answer["is_error"] = True
+            messages.insert(index, answer)
+            index += 1
+            added += 1
+    return added

@@ -80,6 +80,7 @@ from agentplug.api.routes.terminal import MAX_KEPT_RUNS as MAX_KEPT_RUNS
 from agentplug.api.routes.terminal import MAX_TIMEOUT_S as MAX_TIMEOUT_S
 from agentplug.api.routes.terminal import TERMINAL_SERVICE as TERMINAL_SERVICE
 from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes
+from agentplug.core.redaction import register_secret
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -143,6 +144,7 @@ def create_app(
     config_path: str | os.PathLike[str] | None = None,
     terminal: TerminalService | None = None,
     plugin_manager: Any = None,
+    approvals_by: str = "api",
 ) -> Starlette:
     """The control API for ``host`` (see the module docstring for the endpoints).
 
@@ -152,10 +154,12 @@ def create_app(
     endpoints edit (without it they only list the host's config). ``terminal`` replaces
     the terminal lookup (default: runtime service ``terminal``, else a local one);
     ``plugin_manager`` replaces ``PluginManager(host, state_dir)``. Approvals are resolved
-    through the :class:`ApprovalBroker` registered as runtime service ``approvals``.
+    through the :class:`ApprovalBroker` registered as runtime service ``approvals`` and
+    recorded as decided by ``approvals_by`` (``api``; ``agentplug mcp-proxy`` says ``mcp``).
     """
     if not isinstance(token, str) or len(token) < 16:
         raise ValueError("the API token must be a string of at least 16 characters")
+    register_secret(token)
     api = ControlApi(
         host,
         state_dir=Path(state_dir),
@@ -163,6 +167,7 @@ def create_app(
         terminal=terminal,
         plugin_manager=plugin_manager,
     )
+    api.approvals_by = approvals_by
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -29,12 +29,17 @@ TOKEN_ENV = "AGENTPLUG_API_TOKEN"
 
 
 def _token(args: argparse.Namespace) -> str | None:
+    from agentplug.core.redaction import register_secret
+
     if args.token_file:
-        return Path(args.token_file).read_text(encoding="utf-8").strip()
-    if os.environ.get(TOKEN_ENV):
-        return os.environ[TOKEN_ENV].strip()
-    path = args.resolve_state_dir(args.state_dir) / "api-token"
-    return path.read_text(encoding="utf-8").strip() if path.exists() else None
+        token: str | None = Path(args.token_file).read_text(encoding="utf-8").strip()
+    elif os.environ.get(TOKEN_ENV):
+        token = os.environ[TOKEN_ENV].strip()
+    else:
+        path = args.resolve_state_dir(args.state_dir) / "api-token"
+        token = path.read_text(encoding="utf-8").strip() if path.exists() else None
+    register_secret(token)
+    return token
 
 
 def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:

@@ -78,7 +78,7 @@ async def _session(args: argparse.Namespace) -> int:
     from agentplug.agent.trace import summary_lines
     from agentplug.services.approvals import TerminalResolver
 
-    terminal = TerminalResolver()
+    terminal = TerminalResolver(by="chat")  # the person in this chat session decides
     runner = _runner(args, terminal)
     if not args.trace:
         plugins = len(runner.host.plugins)

@@ -187,7 +187,10 @@ async def _serve_api(host: PluginHost, args: argparse.Namespace, state_dir: Path
     else:
         token, token_path = write_token(state_dir)
     sock = _bind(address, args.api_port)
-    app = create_app(host, token=token, state_dir=state_dir, config_path=args.config)
+    # Decisions taken at the proxy's API are its approvals: recorded as decided by "mcp".
+    app = create_app(
+        host, token=token, state_dir=state_dir, config_path=args.config, approvals_by="mcp"
+    )
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
 
     class _Server(uvicorn.Server):

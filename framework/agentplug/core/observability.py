@@ -20,6 +20,7 @@ from typing import Any
 from agentplug_hookspecs import Context, HookDecl
 
 from agentplug.core.dispatch import DispatchResult
+from agentplug.core.redaction import scrub
 
 __all__ = ["Observer", "trace_log"]
 
@@ -107,7 +108,7 @@ class Observer:
                             "plugin_id": handler.plugin_id,
                             "status": status.value,
                             "duration_ms": round(seconds * 1000, 3),
-                            "error": error,
+                            "error": scrub(error) if error else error,
                         }
                     },
                 )
@@ -159,7 +160,7 @@ class Observer:
                 span.set_attribute("agentplug.plugin_id", handler.plugin_id)
                 span.set_attribute("agentplug.status", status.value)
                 if error:
-                    span.set_attribute("agentplug.error", error)
+                    span.set_attribute("agentplug.error", scrub(error))
                 span_end = cursor + int(seconds * 1e9)
                 span.end(end_time=span_end + offset)
                 if not decl.concurrent:

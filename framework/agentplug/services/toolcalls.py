@@ -66,6 +66,9 @@ class ToolCallDecision(HookModel):
     ``None`` when no approval was required."""
     approval: ApprovalRequest | None = None
     """The last approval asked (the one that refused, when one did)."""
+    approval_by: str | None = None
+    """Who decided the approval (``api``, ``cli``, ``chat``, ``mcp``, ``plugin:<id>``,
+    ``grant``...; see :class:`~agentplug.services.approvals.ApprovalVerdict`)."""
     approval_id: str | None = None
     grant_id: str | None = None
     policy_trace: list[PolicyTraceEntry] = Field(default_factory=list)
@@ -240,6 +243,7 @@ class ToolCallGate:
                 blocked_by=None if verdict.allowed else request.plugin_id,
                 approval_resolution=verdict.resolution,
                 approval=request,
+                approval_by=verdict.decided_by,
                 approval_id=verdict.approval_id,
                 grant_id=verdict.grant_id,
                 policy_trace=policy.trace,
@@ -275,6 +279,7 @@ class ToolCallGate:
                 "blocked_by": decision.blocked_by,
                 "blocked_by_policy": decision.blocked_by_policy,
                 "approval_resolution": decision.approval_resolution,
+                "approval_by": decision.approval_by,
                 "approval_id": decision.approval_id,
                 "grant_id": decision.grant_id,
                 "metadata": decision.metadata,

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 import psycopg_pool
 
+from agentplug.core.redaction import register_secrets
 from agentplug.store.base import (
     SCHEMA_VERSION,
     Claimed,
@@ -91,6 +92,9 @@ class PostgresStore:
         self.url = url
         self.display_url = redact_url(url)
         self._secrets = url_secrets(url)
+        # The password pieces, for every message of the process (the URL itself is
+        # shown redacted, not scrubbed).
+        register_secrets(s for s in self._secrets if s != url)
         self.retry_ms = retry_ms
         self.failures = 0
         self.last_error: str | None = None

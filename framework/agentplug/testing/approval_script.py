@@ -53,6 +53,9 @@ class ApprovalScript:
     fixture also emits an :class:`AgentplugPytestWarning` naming the tool.
     """
 
+    by = "scripted"
+    """Who its decisions are recorded as."""
+
     def __init__(self, state: _TestState) -> None:
         self._state = state
         self.by_tool: dict[str, Decision] = {}

@@ -37,6 +37,7 @@ from agentplug.agent.providers.base import (
     ProviderError,
     ToolCall,
 )
+from agentplug.core.redaction import register_secret, scrub
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider"]
 
@@ -111,6 +112,7 @@ class OpenAIProvider:
         self.base_url = base_url.rstrip("/")
         self.api_key_env = api_key_env
         self._api_key = api_key
+        register_secret(api_key)
         self.timeout_s = float(timeout_s)
         self.options = dict(options or {})
         self._transport = transport
@@ -138,6 +140,7 @@ class OpenAIProvider:
         headers = {"content-type": "application/json"}
         key = self._api_key if self._api_key is not None else os.environ.get(self.api_key_env)
         if key:
+            register_secret(key)  # a server may echo it in its error message
             headers["authorization"] = f"Bearer {key}"
         return headers
 
@@ -238,16 +241,21 @@ async def _error_response(response: httpx.Response) -> httpx.Response:
 
 
 def _error_message(response: httpx.Response) -> str:
+    # Scrubbed before the final cut: a cut through an echoed key would leave its head.
+    text = " ".join(_server_message(response)[: _MAX_ERROR_CHARS * 16].split())
+    return scrub(text)[:_MAX_ERROR_CHARS]
+
+
+def _server_message(response: httpx.Response) -> str:
     try:
         data = response.json()
     except ValueError:
-        text = response.text.strip().replace("\n", " ")
-        return text[:_MAX_ERROR_CHARS] or response.reason_phrase
+        return response.text.strip() or response.reason_phrase
     error = data.get("error") if isinstance(data, Mapping) else None
     if isinstance(error, Mapping) and error.get("message"):
-        return str(error["message"]).replace("\n", " ")[:_MAX_ERROR_CHARS]
+        return str(error["message"])
     if isinstance(error, str):
-        return error[:_MAX_ERROR_CHARS]
+        return error
     return response.reason_phrase
 
 

@@ -15,15 +15,33 @@ from starlette.responses import JSONResponse, Response
 from agentplug.api.responses import _error, _jsonable
 from agentplug.api.routes.base import ApiBase
 from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
-from agentplug.services.approvals.shared import expire_pending, list_pending, stored_decision
+from agentplug.services.approvals.models import ResolveStatus
+from agentplug.services.approvals.shared import expire_pending, list_pending
 from agentplug.store import StateStoreUnavailable
 
 APPROVALS_SERVICE = "approvals"
 """Runtime service name of the :class:`ApprovalBroker` the API resolves approvals through."""
 
+_STATUS_CODES: dict[ResolveStatus, int] = {
+    "unknown": 404,
+    "invalid": 400,
+    "decided": 409,
+    "timed-out": 409,
+    "cancelled": 409,
+    "unavailable": 503,
+}
+"""HTTP status of each refused resolution (409: someone or something settled it first;
+the message says who and when)."""
+
 
 class ApprovalRoutes(ApiBase):
-    """The approval endpoints of :class:`~agentplug.api.app.ControlApi`."""
+    """The approval endpoints of :class:`~agentplug.api.app.ControlApi`.
+
+    Decisions taken here are recorded as decided by :attr:`approvals_by` (``api``;
+    ``mcp`` for the control API of ``agentplug mcp-proxy``).
+    """
+
+    approvals_by = "api"
 
     def _approvals(self) -> tuple[ApprovalBroker, ProgrammaticResolver]:
         broker = self.host.actions.get_service(APPROVALS_SERVICE)
@@ -63,30 +81,21 @@ class ApprovalRoutes(ApiBase):
         decision = body.get("decision")
         if not isinstance(decision, str):
             return _error(400, "'decision' must be one of allow-once, allow-always, deny")
-        broker, resolver = self._approvals()
-        if broker.shared:
-            # Pending approvals of every gateway sharing the store; decided exactly once.
-            try:
-                known = stored_decision(broker.store, approval_id) is not None or any(
-                    r["id"] == approval_id for r in list_pending(broker.store)
-                )
-                reply = resolver.resolve(approval_id, decision)
-            except StateStoreUnavailable as exc:
-                return _error(503, f"approval {approval_id!r} was not decided: {exc}")
-            if not reply.ok:
-                return _error(400 if known else 404, reply.message)
-        else:
-            if approval_id not in {p.id for p in resolver.pending}:
-                return _error(404, resolver.resolve(approval_id, decision).message)
-            reply = resolver.resolve(approval_id, decision)
-            if not reply.ok:
-                return _error(400, reply.message)
+        _, resolver = self._approvals()
+        # With a shared broker this decides an approval pending on any gateway sharing the
+        # store, exactly once; a loser hears who won and when.
+        reply = resolver.resolve(approval_id, decision, by=self.approvals_by)
+        if not reply.ok:
+            extra = {"refused": reply.status, "by": reply.by, "at": reply.at}
+            return _error(_STATUS_CODES.get(reply.status, 400), reply.message, **extra)
         return JSONResponse(
             {
                 "ok": True,
                 "id": approval_id,
                 "decision": parse_decision(decision),
                 "message": reply.message,
+                "by": reply.by,
+                "at": reply.at,
             }
         )
 

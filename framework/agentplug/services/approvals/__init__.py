@@ -40,6 +40,7 @@ from agentplug.services.approvals.grants import (
     revoke_grant,
 )
 from agentplug.services.approvals.models import (
+    Answer,
     ApprovalPrompter,
     ApprovalResolver,
     ApprovalVerdict,
@@ -53,6 +54,7 @@ from agentplug.services.approvals.terminal import TerminalResolver
 
 __all__ = [
     "GRANTS_NAMESPACE",
+    "Answer",
     "ApprovalBroker",
     "ApprovalPrompter",
     "ApprovalResolver",

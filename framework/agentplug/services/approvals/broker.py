@@ -28,6 +28,7 @@ from agentplug.services.approvals.grants import (
     revoke_grant,
 )
 from agentplug.services.approvals.models import (
+    Answer,
     AnyResolver,
     ApprovalResolver,
     ApprovalVerdict,
@@ -49,6 +50,7 @@ __all__ = ["ApprovalBroker"]
 
 log = logging.getLogger("agentplug.approvals")
 _WATCH_SLICE_S = 0.25
+_KEEP_CANCELLED_RUNS = 1_000
 
 
 class ApprovalBroker:
@@ -83,6 +85,7 @@ class ApprovalBroker:
         sharing it (see :mod:`agentplug.services.approvals.shared`)."""
         self.gateway = f"{socket.gethostname()}:{os.getpid()}"
         """Who this broker is in the audit trail (``host:pid``)."""
+        self._cancelled_runs: dict[str, None] = {}
         if shared and isinstance(resolver, ProgrammaticResolver):
             resolver.store = self.store
 
@@ -151,10 +154,24 @@ class ApprovalBroker:
         return True
 
     def cancel_run(self, run_id: str) -> int:
-        """Cancel every pending approval of run ``run_id``; return how many."""
+        """Cancel every pending approval of run ``run_id``; return how many.
+
+        The run stays cancelled until :meth:`end_run`: an approval it asks for later (its
+        request was on the way) is cancelled at once, never published or left waiting.
+        """
+        self._cancelled_runs[run_id] = None
+        while len(self._cancelled_runs) > _KEEP_CANCELLED_RUNS:
+            del self._cancelled_runs[next(iter(self._cancelled_runs))]
         return sum(
             self.cancel(p.id) for p, _ in list(self._in_flight.values()) if p.run_id == run_id
         )
+
+    def end_run(self, run_id: str) -> None:
+        """Forget that run ``run_id`` was cancelled (the runner calls it when a turn ends)."""
+        self._cancelled_runs.pop(run_id, None)
+
+    def _run_cancelled(self, pending: PendingApproval) -> bool:
+        return pending.run_id is not None and pending.run_id in self._cancelled_runs
 
     # -- the round-trip -----------------------------------------------------------------
 
@@ -209,12 +226,13 @@ class ApprovalBroker:
                 approval_id,
                 grant_id,
                 from_grant=True,
+                decided_by="grant",
             )
         else:
             try:
                 verdict = await self._round_trip(pending)
             except asyncio.CancelledError:
-                self._record(pending, "cancelled", False)
+                self._record(pending, "cancelled", False, by=self.gateway)
                 await _notify(request, "cancelled")
                 raise
             if verdict.resolution == "allow-always":
@@ -224,8 +242,11 @@ class ApprovalBroker:
                     verdict.reason,
                     approval_id,
                     self._remember(pending),
+                    decided_by=verdict.decided_by,
                 )
-        self._record(pending, verdict.resolution, verdict.allowed, verdict.grant_id)
+        self._record(
+            pending, verdict.resolution, verdict.allowed, verdict.grant_id, by=verdict.decided_by
+        )
         await _notify(request, _callback_resolution(verdict.resolution))
         return verdict
 
@@ -235,7 +256,16 @@ class ApprovalBroker:
         resolution: str,
         allowed: bool,
         grant_id: str | None = None,
+        *,
+        by: str | None,
     ) -> None:
+        # A late answer to a settled approval is refused with what stands (who, when).
+        settled = getattr(self.resolver, "settled", None)
+        if callable(settled):
+            try:
+                settled(pending.id, resolution, by)
+            except Exception as exc:
+                log.warning("the resolver's settled() raised %s", type(exc).__name__)
         self.history.append(
             {
                 "approval_id": pending.id,
@@ -248,6 +278,7 @@ class ApprovalBroker:
                 "grant_id": grant_id,
                 "run_id": pending.run_id,
                 "metadata": thaw(pending.metadata),
+                "by": by,
                 "at": time.time(),
             }
         )
@@ -265,6 +296,8 @@ class ApprovalBroker:
                 "connected; the tool call was not run",
                 aid,
             )
+        if self._run_cancelled(pending):
+            return self._verdict(pending, "cancelled", self.gateway)
         timeout_s = pending.timeout_s
         loop = asyncio.get_running_loop()
         cancel_signal: asyncio.Future[str] = loop.create_future()
@@ -285,6 +318,8 @@ class ApprovalBroker:
             task = asyncio.ensure_future(ask(pending))
             waits.append(task)
         self._in_flight[aid] = (pending, cancel_signal)
+        if self._run_cancelled(pending):  # cancelled while the request was being published
+            _cancel_signal(cancel_signal)
         try:
             done, _ = await asyncio.wait(
                 waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
@@ -292,7 +327,7 @@ class ApprovalBroker:
         except asyncio.CancelledError:
             for fut in waits[1:]:
                 _abandon(fut)
-            self._settle_shared(aid, "cancelled")
+            self._settle_shared(aid, "cancelled", self.gateway)
             raise
         finally:
             self._in_flight.pop(aid, None)
@@ -305,17 +340,20 @@ class ApprovalBroker:
             failure = watch.exception() if not watch.cancelled() else asyncio.CancelledError()
             if failure is not None:
                 return _unavailable(pending, failure)
-            return self._verdict(pending, str(watch.result().get("resolution")))
+            found = watch.result()
+            return self._verdict(pending, str(found.get("resolution")), found.get("by"))
         if task is not None and task in done:
             return self._local_answer(pending, task)
         word = "cancelled" if cancel_signal in done else "timeout"
         try:
-            stands = self._settle_shared(aid, word, strict=True)
+            stands = self._settle_shared(aid, word, self.gateway, strict=True)
         except StateStoreUnavailable as exc:
             return _unavailable(pending, exc)
         # A timeout adopts a decision another gateway recorded first; a cancelled run
         # stays cancelled whatever was decided meanwhile (it must not go on to the tool).
-        return self._verdict(pending, word if word == "cancelled" else stands)
+        if word == "cancelled":
+            return self._verdict(pending, word, self.gateway)
+        return self._verdict(pending, str(stands["resolution"]), stands.get("by"))
 
     def _local_answer(self, pending: PendingApproval, task: asyncio.Future[Any]) -> ApprovalVerdict:
         request = pending.request
@@ -323,46 +361,52 @@ class ApprovalBroker:
         exc = task.exception() if not task.cancelled() else asyncio.CancelledError()
         if exc is not None:
             log.warning("approval resolver failed (%s); denying", type(exc).__name__)
-            self._settle_shared(aid, "deny")
+            self._settle_shared(aid, "deny", self.gateway)
             return ApprovalVerdict(
                 False,
                 "deny",
                 f"approval for {request.title!r} could not be obtained (the approver "
                 "failed); denied",
                 aid,
+                decided_by=self.gateway,
             )
-        decision = task.result()
+        decision, by = _answer_of(task.result(), self.resolver)
         if decision not in request.allowed_decisions:
-            self._settle_shared(aid, "deny")
+            self._settle_shared(aid, "deny", by)
             return ApprovalVerdict(
                 False,
                 "deny",
                 f"decision {decision!r} was not offered for {request.title!r} (offered: "
                 f"{', '.join(request.allowed_decisions)}); denied",
                 aid,
+                decided_by=by,
             )
         try:
-            word = self._settle_shared(aid, str(decision), strict=True)
+            stands = self._settle_shared(aid, str(decision), by, strict=True)
         except StateStoreUnavailable as lost:
             return _unavailable(pending, lost)
-        return self._verdict(pending, word)
+        return self._verdict(pending, str(stands["resolution"]), stands.get("by"))
 
-    def _settle_shared(self, approval_id: str, word: str, *, strict: bool = False) -> str:
-        """Record ``word`` in the store (shared brokers); return the decision that stands.
+    def _settle_shared(
+        self, approval_id: str, word: str, by: str, *, strict: bool = False
+    ) -> dict[str, Any]:
+        """Record ``word`` decided ``by`` in the store (shared brokers); return the decision
+        that stands (``resolution``, ``by``, ``at``).
 
         ``strict``: a store failure raises (the caller fails closed); otherwise it is
         only logged (the outcome blocks the call anyway).
         """
+        mine = {"resolution": word, "by": by, "at": time.time()}
         if not self.shared:
-            return word
+            return mine
         try:
-            _, stands = record_decision(self.store, approval_id, word, by=self.gateway)
+            _, stands = record_decision(self.store, approval_id, word, by=by, gateway=self.gateway)
         except StateStoreUnavailable:
             if strict:
                 raise
             log.warning("could not record approval %s as %s in the store", approval_id, word)
-            return word
-        return str(stands.get("resolution", word))
+            return mine
+        return stands
 
     def _publish(self, pending: PendingApproval) -> int:
         """Publish ``pending``; return its channel's version before. Timeouts of
@@ -387,9 +431,10 @@ class ApprovalBroker:
                 return found
             seen = await asyncio.to_thread(self.store.wait_change, channel, seen, _WATCH_SLICE_S)
 
-    def _verdict(self, pending: PendingApproval, word: str) -> ApprovalVerdict:
+    def _verdict(self, pending: PendingApproval, word: str, by: Any) -> ApprovalVerdict:
         request = pending.request
         aid = pending.id
+        decided_by = str(by) if by is not None else None
         if word == "timeout":
             return ApprovalVerdict(
                 False,
@@ -397,6 +442,7 @@ class ApprovalBroker:
                 f"approval for {request.title!r} was not answered within "
                 f"{pending.timeout_s:g} s; the tool call was not run",
                 aid,
+                decided_by=decided_by,
             )
         if word == "cancelled":
             return ApprovalVerdict(
@@ -405,10 +451,15 @@ class ApprovalBroker:
                 f"the run was cancelled while {request.title!r} awaited approval; "
                 "the tool call was not run",
                 aid,
+                decided_by=decided_by,
             )
         if word == "deny":
             return ApprovalVerdict(
-                False, "deny", f"{request.title!r} was denied by the approver", aid
+                False,
+                "deny",
+                f"{request.title!r} was denied by the approver",
+                aid,
+                decided_by=decided_by,
             )
         if word not in request.allowed_decisions or word not in ("allow-once", "allow-always"):
             return ApprovalVerdict(
@@ -417,9 +468,21 @@ class ApprovalBroker:
                 f"decision {word!r} was not offered for {request.title!r} (offered: "
                 f"{', '.join(request.allowed_decisions)}); denied",
                 aid,
+                decided_by=decided_by,
             )
         resolution: VerdictResolution = "allow-always" if word == "allow-always" else "allow-once"
-        return ApprovalVerdict(True, resolution, f"{request.title!r} approved ({word})", aid)
+        return ApprovalVerdict(
+            True, resolution, f"{request.title!r} approved ({word})", aid, decided_by=decided_by
+        )
+
+
+def _answer_of(result: Any, resolver: Any) -> tuple[Any, str]:
+    """A resolver's result as ``(decision, by)``: an :class:`Answer` names its decider; a
+    bare decision is the resolver's (its ``by`` attribute, else its class name)."""
+    if isinstance(result, Answer):
+        return result.decision, result.by
+    label = getattr(resolver, "by", None)
+    return result, label if isinstance(label, str) and label else type(resolver).__name__
 
 
 def _unavailable(pending: PendingApproval, exc: BaseException) -> ApprovalVerdict:

@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from agentplug_hookspecs import thaw
@@ -24,6 +25,7 @@ from agentplug_hookspecs.tools import (
 )
 
 __all__ = [
+    "Answer",
     "AnyResolver",
     "ApprovalPrompter",
     "ApprovalResolver",
@@ -31,7 +33,9 @@ __all__ = [
     "Decision",
     "PendingApproval",
     "ResolveReply",
+    "ResolveStatus",
     "VerdictResolution",
+    "decided_reply",
     "parse_decision",
 ]
 
@@ -106,10 +110,25 @@ class PendingApproval:
         }
 
 
-class ApprovalResolver(Protocol):
-    """Decides pending approvals (a person behind a terminal, chat or API)."""
+@dataclass(frozen=True)
+class Answer:
+    """A decision together with who made it (what a resolver may return instead of the
+    bare :data:`Decision`; the broker records ``by``)."""
 
-    async def resolve(self, pending: PendingApproval) -> Decision:
+    decision: Decision
+    by: str
+    """The entrance it came through: ``api``, ``cli``, ``chat``, ``mcp``, ``terminal``,
+    ``scripted``, ``host``, ``plugin:<id>``..."""
+
+
+class ApprovalResolver(Protocol):
+    """Decides pending approvals (a person behind a terminal, chat or API).
+
+    A bare :data:`Decision` is recorded as decided by the resolver's ``by`` attribute
+    (else its class name); an :class:`Answer` names the decider itself.
+    """
+
+    async def resolve(self, pending: PendingApproval) -> Decision | Answer:
         """Return the person's decision; may take as long as it needs (the broker times out)."""
         ...
 
@@ -117,7 +136,7 @@ class ApprovalResolver(Protocol):
 class ApprovalPrompter(Protocol):
     """A resolver whose ``resolve`` name serves its host-facing API; the broker calls ``ask``."""
 
-    async def ask(self, pending: PendingApproval) -> Decision:
+    async def ask(self, pending: PendingApproval) -> Decision | Answer:
         """Return the person's decision (cancelled by the broker on timeout)."""
         ...
 
@@ -138,6 +157,10 @@ class ApprovalVerdict:
     """The standing grant that allowed the call, or the one ``allow-always`` created."""
     from_grant: bool = False
     """True when a standing grant answered without asking."""
+    decided_by: str | None = None
+    """Who decided: the entrance of a person's decision (see :class:`Answer`), ``grant``
+    for a standing grant, the broker's gateway (``host:pid``) for a timeout or a
+    cancelled run; ``None`` when nothing could decide (no resolver)."""
 
 
 def _timeout_ms(request: ApprovalRequest) -> int:
@@ -151,12 +174,51 @@ def _clean(text: str, limit: int = 4_000) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
+ResolveStatus = Literal[
+    "resolved", "unknown", "invalid", "decided", "timed-out", "cancelled", "unavailable"
+]
+"""What became of a resolution attempt: ``resolved`` (this attempt decided), ``unknown``
+(no such approval), ``invalid`` (not a decision, or not offered: still pending),
+``decided`` (someone else decided first), ``timed-out``, ``cancelled`` (its run was
+cancelled), ``unavailable`` (the state store could not be reached)."""
+
+
 @dataclass(frozen=True)
 class ResolveReply:
     """The answer to a host/chat resolution attempt (``str()`` is the message)."""
 
     ok: bool
     message: str
+    status: ResolveStatus = "resolved"
+    by: str | None = None
+    """Who decided (this attempt's decider when ``ok``, else whoever decided first)."""
+    at: float | None = None
+    """When the decision that stands was recorded (epoch seconds)."""
 
     def __str__(self) -> str:
         return self.message
+
+
+def iso_time(ts: float) -> str:
+    """``ts`` as UTC ``YYYY-MM-DD HH:MM:SS.ssZ`` (how approval messages show times)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def decided_reply(approval_id: str, decision: Mapping[str, Any]) -> ResolveReply:
+    """The refusal of a late resolution: who decided ``approval_id`` and when (``decision``
+    is a recorded decision: ``resolution``, ``by``, ``at``)."""
+    at = float(decision.get("at", 0.0))
+    when = iso_time(at)
+    by = str(decision.get("by")) if decision.get("by") is not None else None
+    resolution = decision.get("resolution")
+    if resolution == "timeout":
+        message = f"approval {approval_id!r} already timed out at {when}; the tool call was blocked"
+        return ResolveReply(False, message, "timed-out", by, at)
+    if resolution == "cancelled":
+        message = (
+            f"approval {approval_id!r} was cancelled at {when} (its run was cancelled); "
+            "the tool call was not run"
+        )
+        return ResolveReply(False, message, "cancelled", by, at)
+    message = f"approval {approval_id!r} was already resolved ({resolution} by {by} at {when})"
+    return ResolveReply(False, message, "decided", by, at)

@@ -13,6 +13,9 @@ __all__ = ["ScriptedResolver"]
 class ScriptedResolver:
     """Test/scenario resolver: answers from a script, per tool name or in order."""
 
+    by = "scripted"
+    """Who its decisions are recorded as."""
+
     def __init__(
         self,
         decisions: Iterable[Decision] | Mapping[str, Decision] = (),

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
-from agentplug.services.approvals.models import PendingApproval, ResolveReply, parse_decision
+from agentplug.services.approvals.models import (
+    PendingApproval,
+    ResolveReply,
+    decided_reply,
+    parse_decision,
+)
 from agentplug.store import StateStore
 
 __all__ = [
@@ -40,6 +44,7 @@ __all__ = [
     "record_decision",
     "resolve_pending",
     "stored_decision",
+    "unknown_reply",
 ]
 
 PENDING_NAMESPACE = "approvals.pending"
@@ -54,10 +59,6 @@ _KEEP_DECISIONS_S = 86_400.0
 def channel_for(approval_id: str) -> str:
     """The change channel notified when ``approval_id`` is decided."""
     return f"approvals:{approval_id}"
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S.%fZ")[:-4] + "Z"
 
 
 def publish_pending(store: StateStore, pending: PendingApproval, *, gateway: str) -> None:
@@ -85,16 +86,30 @@ def stored_decision(store: StateStore, approval_id: str) -> dict[str, Any] | Non
 
 
 def record_decision(
-    store: StateStore, approval_id: str, resolution: str, *, by: str
+    store: StateStore,
+    approval_id: str,
+    resolution: str,
+    *,
+    by: str,
+    gateway: str | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Record ``resolution`` for ``approval_id`` unless one is recorded already.
 
-    Returns ``(won, decision)``: ``decision`` is the one that stands (this call's when
-    ``won``). One atomic block: the decision row, removing the pending row, the audit
-    entry and the channel notification commit together.
+    ``by`` is who decided (the entrance: ``api``, ``cli``, ``chat``, ``plugin:<id>``...,
+    or the recording gateway for a timeout); ``gateway`` the broker that recorded it, when
+    that is another thing. Returns ``(won, decision)``: ``decision`` is the one that
+    stands (this call's when ``won``). One atomic block: the decision row, removing the
+    pending row, the audit entry and the channel notification commit together.
     """
     now = time.time()
-    decision = {"approval_id": approval_id, "resolution": resolution, "by": by, "at": now}
+    decision: dict[str, Any] = {
+        "approval_id": approval_id,
+        "resolution": resolution,
+        "by": by,
+        "at": now,
+    }
+    if gateway is not None and gateway != by:
+        decision["gateway"] = gateway
     with store.atomic(channel_for(approval_id)):
         if not store.put_if_absent(DECISIONS_NAMESPACE, approval_id, decision):
             existing = stored_decision(store, approval_id)
@@ -109,16 +124,6 @@ def record_decision(
     return True, decision
 
 
-def _already(approval_id: str, decision: Mapping[str, Any]) -> str:
-    at = _iso(float(decision.get("at", 0.0)))
-    if decision.get("resolution") == "timeout":
-        return f"approval {approval_id!r} already timed out at {at}; the tool call was blocked"
-    return (
-        f"approval {approval_id!r} was already resolved ({decision.get('resolution')} by "
-        f"{decision.get('by')} at {at})"
-    )
-
-
 def resolve_pending(
     store: StateStore, approval_id: str, decision: str, *, by: str = "store"
 ) -> ResolveReply:
@@ -130,34 +135,54 @@ def resolve_pending(
     """
     existing = stored_decision(store, approval_id)
     if existing is not None:
-        return ResolveReply(False, _already(approval_id, existing))
+        return decided_reply(approval_id, existing)
     row = store.get(PENDING_NAMESPACE, approval_id)
     if not isinstance(row, Mapping):
-        known = ", ".join(r["id"] for r in list_pending(store))
-        return ResolveReply(
-            False,
-            f"no pending approval with id {approval_id!r}"
-            + (f"; pending: {known}" if known else "; nothing is pending"),
-        )
+        # The winner of a race removes the pending row in the transaction that records
+        # its decision: a row gone since the first read is a decision to report.
+        existing = stored_decision(store, approval_id)
+        if existing is not None:
+            return decided_reply(approval_id, existing)
+        return unknown_reply(approval_id, [r["id"] for r in list_pending(store)])
     offered = [str(d) for d in row.get("allowed_decisions") or []]
     chosen = parse_decision(decision) if isinstance(decision, str) else None
     if chosen is None:
         return ResolveReply(
-            False, f"{decision!r} is not a decision; answer one of {', '.join(offered)}"
+            False,
+            f"{decision!r} is not a decision; answer one of {', '.join(offered)}",
+            "invalid",
         )
     if chosen not in offered:
         return ResolveReply(
             False,
             f"{chosen!r} was not offered for approval {approval_id!r} ({row.get('title')!r}); "
             f"offered: {', '.join(offered)}",
+            "invalid",
         )
     if time.time() >= float(row.get("expires_at", float("inf"))):
         _, stands = record_decision(store, approval_id, "timeout", by=by)
-        return ResolveReply(False, _already(approval_id, stands))
+        return decided_reply(approval_id, stands)
     won, stands = record_decision(store, approval_id, chosen, by=by)
     if not won:
-        return ResolveReply(False, _already(approval_id, stands))
-    return ResolveReply(True, f"approval {approval_id!r} ({row.get('title')!r}): {chosen}")
+        return decided_reply(approval_id, stands)
+    return ResolveReply(
+        True,
+        f"approval {approval_id!r} ({row.get('title')!r}): {chosen}",
+        "resolved",
+        by,
+        float(stands["at"]),
+    )
+
+
+def unknown_reply(approval_id: str, pending_ids: list[str]) -> ResolveReply:
+    """The refusal for an id nothing knows (listing what is pending instead)."""
+    known = ", ".join(pending_ids)
+    return ResolveReply(
+        False,
+        f"no pending approval with id {approval_id!r}"
+        + (f"; pending: {known}" if known else "; nothing is pending"),
+        "unknown",
+    )
 
 
 def expire_pending(store: StateStore, *, by: str = "store", now: float | None = None) -> int:

@@ -33,7 +33,11 @@ class TerminalResolver:
     into a deny.
     """
 
-    def __init__(self, input: TextIO | None = None, output: TextIO | None = None) -> None:
+    def __init__(
+        self, input: TextIO | None = None, output: TextIO | None = None, *, by: str = "terminal"
+    ) -> None:
+        self.by = by
+        """Who its decisions are recorded as (``agentplug chat`` says ``chat``)."""
         self._input = input if input is not None else sys.stdin
         self._output = output if output is not None else sys.stdout
         self._cond = threading.Condition()
