@@ -8,12 +8,18 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "MAX_KEY_BYTES",
     "SCHEMA_VERSION",
     "Claimed",
     "StateStore",
     "StateStoreUnavailable",
     "StateUrlError",
+    "StoreKeyError",
     "TransferableStore",
+    "check_key",
+    "check_locks",
+    "check_name",
+    "key_problem",
     "split_records",
 ]
 
@@ -34,6 +40,76 @@ class StateUrlError(ValueError):
     """A state URL (``state.url``, ``$AGENTPLUG_STATE_URL``, ``--url``) that names no store
     agentplug can open: an unknown scheme, or PostgreSQL without the ``postgres`` extra.
     The message is one line naming the setting and the fix."""
+
+
+MAX_KEY_BYTES = 1024
+"""The longest namespace, key, queue, channel or owner name, in bytes of UTF-8.
+
+Well below PostgreSQL's btree limit (about 2.7 KB for a whole index row), so a namespace
+and a key of this size together still fit one index row on every backend."""
+
+
+class StoreKeyError(ValueError):
+    """A name given to the store breaks the key rule: it is not a string, holds a NUL
+    character, is not valid Unicode, or is over :data:`MAX_KEY_BYTES` bytes of UTF-8.
+
+    Raised before the store is touched, the same on every backend: never retried, never
+    an outage. The message is one line naming the namespace, the name and the rule.
+    """
+
+
+_RULE = f"names are at most {MAX_KEY_BYTES} bytes of UTF-8 without NUL characters"
+_SHOWN_CHARS = 40
+
+
+def key_problem(name: object, *, sized: bool = True) -> str | None:
+    """What breaks the key rule in ``name`` (``None``: nothing). ``sized=False`` skips the
+    length limit (lock names, which PostgreSQL hashes)."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a string"
+    if "\x00" in name:
+        return "contains a NUL character"
+    if (sized and len(name) > MAX_KEY_BYTES // 4) or not name.isascii():
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError:
+            return "is not valid Unicode (it holds a lone surrogate)"
+        if sized and size > MAX_KEY_BYTES:
+            return f"is {size} bytes"
+    return None
+
+
+def _shown(name: object) -> str:
+    if isinstance(name, str) and len(name) > _SHOWN_CHARS:
+        return repr(name[:_SHOWN_CHARS] + "...")
+    return repr(name)
+
+
+def check_name(field: str, name: object, *, sized: bool = True) -> None:
+    """Raise :class:`StoreKeyError` unless ``name`` (a ``field``: ``channel``, ``owner``,
+    ``lock``) follows the key rule."""
+    problem = key_problem(name, sized=sized)
+    if problem is not None:
+        raise StoreKeyError(f"state store refused {field} {_shown(name)}: it {problem}; {_RULE}")
+
+
+def check_key(namespace: object, key: object, *, field: str = "key") -> None:
+    """Raise :class:`StoreKeyError` unless ``namespace`` and ``key`` (or a ``queue`` name,
+    or a ``prefix``) follow the key rule."""
+    for what, name in (("namespace", namespace), (field, key)):
+        problem = key_problem(name)
+        if problem is not None:
+            raise StoreKeyError(
+                f"state store refused namespace {_shown(namespace)} {field} {_shown(key)}:"
+                f" the {what} {problem}; {_RULE}"
+            )
+
+
+def check_locks(locks: Iterable[object]) -> None:
+    """Raise :class:`StoreKeyError` for a lock name of :meth:`StateStore.atomic` that is
+    not a string without NUL (lock names have no length limit: PostgreSQL hashes them)."""
+    for name in locks:
+        check_name("lock", name, sized=False)
 
 
 Claimed = tuple[int, Any]

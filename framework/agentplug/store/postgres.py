@@ -22,6 +22,9 @@ from agentplug.store.base import (
     Claimed,
     StateStoreUnavailable,
     _dump,
+    check_key,
+    check_locks,
+    check_name,
     split_records,
 )
 from agentplug.store.outages import OUTAGES_KEPT, OUTAGES_NAMESPACE, OutageTracker, outage_key
@@ -60,6 +63,9 @@ _POLL_S = 0.25
 _MIGRATE_LOCK = "agentplug.schema"
 
 _RETRYABLE = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
+# Server errors that are OperationalErrors but no outage: the same call fails the same way
+# every time (a value past a server limit), so it is raised at once, never retried.
+_NOT_RETRYABLE = (psycopg.errors.ProgramLimitExceeded,)
 
 
 class _Ambiguous(Exception):
@@ -197,6 +203,8 @@ class PostgresStore:
         if conn is not None:
             try:
                 return work(conn)
+            except _NOT_RETRYABLE:
+                raise
             except _RETRYABLE as exc:
                 _log.warning(
                     "state store %s: %s (inside atomic)",
@@ -209,6 +217,8 @@ class PostgresStore:
         while True:
             try:
                 result = self._once(work)
+            except _NOT_RETRYABLE:
+                raise
             except (_Ambiguous, *_RETRYABLE) as exc:
                 ambiguous = isinstance(exc, _Ambiguous)
                 cause = self._text(exc.__cause__ if ambiguous and exc.__cause__ else exc)
@@ -248,6 +258,7 @@ class PostgresStore:
 
     @contextmanager
     def atomic(self, *locks: str) -> Iterator[None]:
+        check_locks(locks)
         conn = self._in_block()
         if conn is not None:
             # Nested: join the outer transaction, taking any new locks too.
@@ -378,12 +389,14 @@ class PostgresStore:
     # -- key/value ------------------------------------------------------------
 
     def get(self, namespace: str, key: str) -> Any | None:
+        check_key(namespace, key)
         row = self._fetchone(
             "SELECT value FROM agentplug_kv WHERE namespace=%s AND key=%s", (namespace, key)
         )
         return None if row is None else json.loads(row[0])
 
     def put(self, namespace: str, key: str, value: Any) -> None:
+        check_key(namespace, key)
         raw = _dump(value)
         self._rowcount(
             "INSERT INTO agentplug_kv(namespace, key, value, updated)"
@@ -394,6 +407,7 @@ class PostgresStore:
         )
 
     def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
+        check_key(namespace, key)
         raw = _dump(value)
         return (
             self._rowcount(
@@ -406,6 +420,7 @@ class PostgresStore:
         )
 
     def delete(self, namespace: str, key: str) -> bool:
+        check_key(namespace, key)
         return (
             self._rowcount(
                 "DELETE FROM agentplug_kv WHERE namespace=%s AND key=%s",
@@ -416,6 +431,7 @@ class PostgresStore:
         )
 
     def items(self, namespace: str, prefix: str = "") -> list[tuple[str, Any]]:
+        check_key(namespace, prefix, field="prefix")
         rows = self._fetchall(
             "SELECT key, value FROM agentplug_kv WHERE namespace=%s"
             " AND left(key, %s)=%s ORDER BY key",
@@ -424,6 +440,7 @@ class PostgresStore:
         return [(k, json.loads(v)) for k, v in rows]
 
     def delete_prefix(self, namespace: str, prefix: str) -> int:
+        check_key(namespace, prefix, field="prefix")
         return self._rowcount(
             "DELETE FROM agentplug_kv WHERE namespace=%s AND left(key, %s)=%s",
             (namespace, len(prefix), prefix),
@@ -433,6 +450,7 @@ class PostgresStore:
     # -- queues ---------------------------------------------------------------
 
     def append(self, namespace: str, queue: str, value: Any) -> int:
+        check_key(namespace, queue, field="queue")
         raw = _dump(value)
         row = self._run(
             lambda c: c.execute(
@@ -445,6 +463,7 @@ class PostgresStore:
         return int(row[0]) if row else 0
 
     def drain(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         rows = self._fetchall(
             "DELETE FROM agentplug_queue WHERE namespace=%s AND queue=%s RETURNING seq, value",
             (namespace, queue),
@@ -453,6 +472,7 @@ class PostgresStore:
         return [json.loads(v) for _, v in sorted(rows)]
 
     def peek(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         rows = self._fetchall(
             "SELECT value FROM agentplug_queue WHERE namespace=%s AND queue=%s ORDER BY seq",
             (namespace, queue),
@@ -460,6 +480,7 @@ class PostgresStore:
         return [json.loads(v) for (v,) in rows]
 
     def clear_queue(self, namespace: str, queue: str) -> int:
+        check_key(namespace, queue, field="queue")
         return self._rowcount(
             "DELETE FROM agentplug_queue WHERE namespace=%s AND queue=%s",
             (namespace, queue),
@@ -467,6 +488,8 @@ class PostgresStore:
         )
 
     def claim(self, namespace: str, queue: str, *, owner: str, lease_ms: int) -> list[Claimed]:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         rows = self._fetchall(
             f"UPDATE agentplug_queue SET claim_owner=%s, claimed_until={_NOW} + %s"
             " WHERE seq IN (SELECT seq FROM agentplug_queue WHERE namespace=%s AND queue=%s"
@@ -478,6 +501,8 @@ class PostgresStore:
         return [(int(seq), json.loads(v)) for seq, v in sorted(rows)]
 
     def ack(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         if not seqs:
             return 0
         return self._rowcount(
@@ -489,6 +514,8 @@ class PostgresStore:
 
     def release(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
         """Give entries ``owner`` holds back unacknowledged (claimable at once)."""
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         if not seqs:
             return 0
         return self._rowcount(
@@ -517,6 +544,8 @@ class PostgresStore:
     # -- change channels ------------------------------------------------------
 
     def notify(self, channel: str) -> int:
+        check_name("channel", channel)
+
         def work(conn: psycopg.Connection[Any]) -> int:
             row = conn.execute(
                 "INSERT INTO agentplug_signals(channel, version) VALUES (%s, 1)"
@@ -531,10 +560,12 @@ class PostgresStore:
         return self._run(work, repeatable=False)
 
     def version(self, channel: str) -> int:
+        check_name("channel", channel)
         row = self._fetchone("SELECT version FROM agentplug_signals WHERE channel=%s", (channel,))
         return int(row[0]) if row else 0
 
     def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
+        check_name("channel", channel)
         self._ensure_listener()
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
