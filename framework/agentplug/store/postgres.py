@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -66,6 +67,11 @@ _RETRYABLE = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
 # Server errors that are OperationalErrors but no outage: the same call fails the same way
 # every time (a value past a server limit), so it is raised at once, never retried.
 _NOT_RETRYABLE = (psycopg.errors.ProgramLimitExceeded,)
+# The shortest wait for a pooled connection, even once the budget is spent: a call makes
+# at least one attempt (retry_ms=0 means "do not retry", not "do not connect").
+_MIN_WAIT_S = 0.25
+# libpq waits at least this long for a connection, whatever connect_timeout says.
+_LIBPQ_MIN_CONNECT_S = 2
 
 
 class _Ambiguous(Exception):
@@ -78,10 +84,14 @@ class PostgresStore:
     Each call is one transaction on a pooled connection; :meth:`atomic` holds one
     connection for the block and takes a transaction-scoped advisory lock per name.
     A call that loses its connection is retried with backoff for ``retry_ms``, then
-    raises :class:`StateStoreUnavailable`. A write whose COMMIT outcome is unknown is
-    retried only when repeating it cannot change the state twice (``put``, ``ack``,
-    ``release``; a repeated ``ack`` may then report fewer rows); the others raise
-    :class:`StateStoreUnavailable` at once, so nothing is written twice.
+    raises :class:`StateStoreUnavailable`; the budget bounds every wait of the call, the
+    wait for a pooled connection included (one attempt of at least 250 ms is made). A
+    write whose COMMIT outcome is unknown is retried only when repeating it cannot change
+    the state twice (``put``, ``ack``, ``release``; a repeated ``ack`` may then report
+    fewer rows); the others raise :class:`StateStoreUnavailable` at once, so nothing is
+    written twice. ``connect_timeout_s`` bounds one connection attempt (opening the
+    store, the pool's reconnects); it is lowered to the budget, but libpq waits at least
+    2 s.
     """
 
     def __init__(
@@ -107,24 +117,26 @@ class PostgresStore:
         self._generation = 0
         self._listener: threading.Thread | None = None
         self._closed = threading.Event()
-        self._connect_timeout_s = connect_timeout_s
+        self._connect_s = max(
+            _LIBPQ_MIN_CONNECT_S, math.ceil(min(connect_timeout_s, retry_ms / 1000))
+        )
         try:
             # One direct connection first: its error names the real cause.
-            psycopg.connect(url, connect_timeout=max(1, int(connect_timeout_s))).close()
+            psycopg.connect(url, connect_timeout=self._connect_s).close()
         except psycopg.Error as exc:
             raise self._unavailable(exc, start=True) from None
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=pool_min,
             max_size=pool_max,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))},
-            timeout=connect_timeout_s,
+            kwargs={"autocommit": True, "connect_timeout": self._connect_s},
+            timeout=max(retry_ms / 1000, _MIN_WAIT_S),
             open=False,
             name="agentplug-state",
         )
         try:
             try:
-                self._pool.open(wait=True, timeout=connect_timeout_s)
+                self._pool.open(wait=True, timeout=self._connect_s)
             except _RETRYABLE as exc:
                 raise self._unavailable(exc, start=True) from None
             self.migrated_from = self.migrate() if migrate else self.schema_version()
@@ -216,7 +228,7 @@ class PostgresStore:
         delay = 0.05
         while True:
             try:
-                result = self._once(work)
+                result = self._once(work, deadline)
             except _NOT_RETRYABLE:
                 raise
             except (_Ambiguous, *_RETRYABLE) as exc:
@@ -241,8 +253,13 @@ class PostgresStore:
                     self._outage_over()
                 return result
 
-    def _once(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        with self._pool.connection() as conn:
+    @staticmethod
+    def _wait_s(deadline: float) -> float:
+        """How long to wait for a pooled connection: what is left of the budget."""
+        return max(deadline - time.monotonic(), _MIN_WAIT_S)
+
+    def _once(self, work: Callable[[psycopg.Connection[Any]], T], deadline: float) -> T:
+        with self._pool.connection(timeout=self._wait_s(deadline)) as conn:
             conn.execute("BEGIN")
             try:
                 result = work(conn)
@@ -290,7 +307,7 @@ class PostgresStore:
         while True:
             conn: psycopg.Connection[Any] | None = None
             try:
-                conn = self._pool.getconn()
+                conn = self._pool.getconn(timeout=self._wait_s(deadline))
                 conn.execute("BEGIN")
                 self._lock(conn, locks)
                 return conn
@@ -592,7 +609,7 @@ class PostgresStore:
         while not self._closed.is_set():
             try:
                 with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout_s))
+                    self.url, autocommit=True, connect_timeout=self._connect_s
                 ) as conn:
                     conn.execute(f"LISTEN {_NOTIFY_CHANNEL}")
                     while not self._closed.is_set():
