@@ -1,8 +1,9 @@
 """One contract for every state-store backend: memory, SQLite and PostgreSQL.
 
-Each rule of :class:`agentplug.store.StateStore` is one test, run on every backend. The
-multi-process rules run on the durable backends (SQLite file, PostgreSQL database) with
-real child processes opening the same store by URL.
+Each rule of :class:`agentplug.store.StateStore` is one test, run on every backend (the
+``store`` fixture of tests/store/conftest.py). The multi-process rules run on the durable
+backends (``shared_url``: a SQLite file, a PostgreSQL database) with real child processes
+opening the same store by URL.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,30 +23,6 @@ from agentplug.store import StateStore, StateStoreUnavailable, StoreKeyError, op
 from agentplug.store.base import MAX_KEY_BYTES, SCHEMA_VERSION
 
 from tests.conftest import write_v1_sqlite_file
-
-
-def _url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
-    if backend == "memory":
-        return "memory:"
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.sqlite3'}"
-    try:
-        return str(request.getfixturevalue("postgres_url"))
-    except pytest.FixtureLookupError:
-        pytest.skip("postgres_url fixture not available")
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    s = open_store_url(_url(request, request.param, tmp_path))
-    yield s
-    s.close()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The URL of a durable store that several processes open."""
-    return _url(request, request.param, tmp_path)
 
 
 def run_children(code: str, url: str, count: int, *args: str) -> list[str]:
@@ -458,10 +434,8 @@ def test_an_old_sqlite_v1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> N
     store.close()
 
 
-def test_an_old_postgres_v1_schema_is_migrated_keeping_its_rows(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    url = _url(request, "postgres", tmp_path)
+def test_an_old_postgres_v1_schema_is_migrated_keeping_its_rows(postgres_url: str) -> None:
+    url = postgres_url
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
