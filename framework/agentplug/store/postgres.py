@@ -30,6 +30,7 @@ from agentplug.store.base import (
 )
 from agentplug.store.outages import OUTAGES_KEPT, OUTAGES_NAMESPACE, OutageTracker, outage_key
 from agentplug.store.pg_urls import redact_url, scrubbed_cause, url_secrets
+from agentplug.store.postgres_listen import NOTIFY_CHANNEL, POLL_S, ChangeListener
 from agentplug.store.postgres_transfer import read_tables, records_of, write_tables
 
 __all__ = ["PostgresStore", "redact_url"]
@@ -58,9 +59,6 @@ _SCHEMA = [
 _QUEUE_COLUMNS = {"claim_owner": "text", "claimed_until": "double precision NOT NULL DEFAULT 0"}
 
 _NOW = "extract(epoch from clock_timestamp())"
-_NOTIFY_CHANNEL = "agentplug_signals"
-# A waiter re-reads the version at least this often (a lost notification never hangs it).
-_POLL_S = 0.25
 _MIGRATE_LOCK = "agentplug.schema"
 
 _RETRYABLE = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
@@ -113,10 +111,6 @@ class PostgresStore:
         self._outage = OutageTracker()
         self._recording = False
         self._local = threading.local()
-        self._changed = threading.Condition()
-        self._generation = 0
-        self._listener: threading.Thread | None = None
-        self._closed = threading.Event()
         self._connect_s = max(
             _LIBPQ_MIN_CONNECT_S, math.ceil(min(connect_timeout_s, retry_ms / 1000))
         )
@@ -125,6 +119,9 @@ class PostgresStore:
             psycopg.connect(url, connect_timeout=self._connect_s).close()
         except psycopg.Error as exc:
             raise self._unavailable(exc, start=True) from None
+        self._listener = ChangeListener(
+            url, connect_s=self._connect_s, describe=self._text, name=self.display_url
+        )
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=pool_min,
@@ -571,7 +568,7 @@ class PostgresStore:
                 (channel,),
             ).fetchone()
             # Delivered to listeners when the transaction commits.
-            conn.execute("SELECT pg_notify(%s, %s)", (_NOTIFY_CHANNEL, channel))
+            conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, channel))
             return int(row[0]) if row else 0
 
         return self._run(work, repeatable=False)
@@ -583,51 +580,15 @@ class PostgresStore:
 
     def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
         check_name("channel", channel)
-        self._ensure_listener()
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
-            with self._changed:
-                generation = self._generation
+            generation = self._listener.generation()
             current = self.version(channel)
             left = deadline - time.monotonic()
             if current != seen or left <= 0:
                 return current
-            with self._changed:
-                if self._generation == generation:
-                    self._changed.wait(min(_POLL_S, left))
-
-    def _ensure_listener(self) -> None:
-        with self._changed:
-            if self._listener is not None or self._closed.is_set():
-                return
-            self._listener = threading.Thread(
-                target=self._listen, name="agentplug-state-listen", daemon=True
-            )
-            self._listener.start()
-
-    def _listen(self) -> None:
-        while not self._closed.is_set():
-            try:
-                with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=self._connect_s
-                ) as conn:
-                    conn.execute(f"LISTEN {_NOTIFY_CHANNEL}")
-                    while not self._closed.is_set():
-                        for _ in conn.notifies(timeout=_POLL_S, stop_after=1):
-                            with self._changed:
-                                self._generation += 1
-                                self._changed.notify_all()
-            except psycopg.Error as exc:
-                # Waiters keep polling meanwhile; reconnect shortly.
-                _log.warning(
-                    "state store %s listener: %s",
-                    self.display_url,
-                    self._text(exc),
-                )
-                self._closed.wait(_POLL_S)
+            self._listener.wait(generation, min(POLL_S, left))
 
     def close(self) -> None:
-        self._closed.set()
-        if self._listener is not None:
-            self._listener.join(timeout=2)
+        self._listener.close()
         self._pool.close()
