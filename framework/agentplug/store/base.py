@@ -19,8 +19,8 @@ __all__ = [
     "check_key",
     "check_locks",
     "check_name",
+    "dump_value",
     "key_problem",
-    "split_records",
 ]
 
 SCHEMA_VERSION = 2
@@ -226,7 +226,8 @@ class StateStore(Protocol):
 class TransferableStore(Protocol):
     """A store ``agentplug state export|import`` can copy (every built-in backend).
 
-    Records are plain dicts, one of three kinds::
+    Records are plain dicts, one of three kinds (the models of
+    :mod:`agentplug.store.records`)::
 
         {"kind": "kv", "namespace": ..., "key": ..., "value": ...}
         {"kind": "queue", "namespace": ..., "queue": ..., "seq": 7, "value": ...,
@@ -242,78 +243,15 @@ class TransferableStore(Protocol):
     def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
         """Write ``records`` in one transaction, keeping queue sequence numbers and claims;
         return how many. Raises :class:`ValueError` when the store is not empty, unless
-        ``replace`` (everything in it is removed first), or for a malformed record."""
+        ``replace`` (everything in it is removed first), and
+        :class:`agentplug.store.records.BadRecords` (a ``ValueError``) naming every bad
+        record before anything is written."""
         ...
 
 
-KvRow = tuple[str, str, str]
-QueueRow = tuple[int, str, str, str, str | None, float]
-ChannelRow = tuple[str, int]
-
-
-def join_records(
-    kv: Iterable[Sequence[Any]], queue: Iterable[Sequence[Any]], channels: Iterable[Sequence[Any]]
-) -> Iterator[dict[str, Any]]:
-    """The export records of table rows (the inverse of :func:`split_records`): ``kv`` as
-    ``(namespace, key, raw JSON)``, ``queue`` as ``(seq, namespace, queue, raw JSON,
-    claim_owner, claimed_until)``, ``channels`` as ``(channel, version)``. Lazy: each
-    iterable is read only once the records before it were taken."""
-    for ns, key, raw in kv:
-        yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
-    for seq, ns, name, raw, owner, until in queue:
-        yield {
-            "kind": "queue",
-            "namespace": ns,
-            "queue": name,
-            "seq": int(seq),
-            "value": json.loads(raw),
-            "claim_owner": owner,
-            "claimed_until": float(until or 0.0),
-        }
-    for channel, version in channels:
-        yield {"kind": "channel", "channel": channel, "version": int(version)}
-
-
-def split_records(
-    records: Iterable[Mapping[str, Any]],
-) -> tuple[list[KvRow], list[QueueRow], list[ChannelRow]]:
-    """Check ``records`` (see :class:`TransferableStore`) and split them into table rows
-    (values re-encoded as JSON text); records of another ``kind`` (a header) are skipped."""
-    kv: list[KvRow] = []
-    queue: list[QueueRow] = []
-    channels: list[ChannelRow] = []
-    seqs: set[int] = set()
-    for number, record in enumerate(records, 1):
-        kind = record.get("kind")
-        try:
-            if kind == "kv":
-                kv.append((str(record["namespace"]), str(record["key"]), _dump(record["value"])))
-            elif kind == "queue":
-                seq = int(record["seq"])
-                if seq in seqs:
-                    raise ValueError(f"queue seq {seq} appears twice")
-                seqs.add(seq)
-                owner = record.get("claim_owner")
-                queue.append(
-                    (
-                        seq,
-                        str(record["namespace"]),
-                        str(record["queue"]),
-                        _dump(record["value"]),
-                        None if owner is None else str(owner),
-                        float(record.get("claimed_until") or 0.0),
-                    )
-                )
-            elif kind == "channel":
-                channels.append((str(record["channel"]), int(record["version"])))
-        except (KeyError, TypeError, ValueError) as exc:
-            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise ValueError(f"record {number} ({kind}): {what}") from None
-    queue.sort()
-    return kv, queue, channels
-
-
-def _dump(value: Any) -> str:
+def dump_value(value: Any) -> str:
+    """``value`` as compact JSON text; :class:`TypeError` when it is not JSON-compatible
+    (a set, an object, NaN or infinity)."""
     try:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:

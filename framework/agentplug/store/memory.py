@@ -12,13 +12,12 @@ from typing import Any
 
 from agentplug.store.base import (
     Claimed,
-    _dump,
     check_key,
     check_locks,
     check_name,
-    join_records,
-    split_records,
+    dump_value,
 )
+from agentplug.store.records import join_records, split_records
 
 __all__ = ["MemoryStore"]
 
@@ -50,13 +49,13 @@ class MemoryStore:
 
     def put(self, namespace: str, key: str, value: Any) -> None:
         check_key(namespace, key)
-        raw = _dump(value)
+        raw = dump_value(value)
         with self._lock:
             self._kv[(namespace, key)] = raw
 
     def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
         check_key(namespace, key)
-        raw = _dump(value)
+        raw = dump_value(value)
         with self._lock:
             if (namespace, key) in self._kv:
                 return False
@@ -88,7 +87,7 @@ class MemoryStore:
 
     def append(self, namespace: str, queue: str, value: Any) -> int:
         check_key(namespace, queue, field="queue")
-        raw = _dump(value)
+        raw = dump_value(value)
         with self._lock:
             self._seq += 1
             self._queues.setdefault((namespace, queue), []).append([self._seq, raw, None, 0.0])

@@ -22,16 +22,16 @@ from agentplug.store.base import (
     SCHEMA_VERSION,
     Claimed,
     StateStoreUnavailable,
-    _dump,
     check_key,
     check_locks,
     check_name,
-    split_records,
+    dump_value,
 )
 from agentplug.store.outages import OUTAGES_KEPT, OUTAGES_NAMESPACE, OutageTracker, outage_key
 from agentplug.store.pg_urls import redact_url, scrubbed_cause, url_secrets
 from agentplug.store.postgres_listen import NOTIFY_CHANNEL, POLL_S, ChangeListener
 from agentplug.store.postgres_transfer import read_tables, records_of, write_tables
+from agentplug.store.records import split_records
 
 __all__ = ["PostgresStore", "redact_url"]
 
@@ -411,7 +411,7 @@ class PostgresStore:
 
     def put(self, namespace: str, key: str, value: Any) -> None:
         check_key(namespace, key)
-        raw = _dump(value)
+        raw = dump_value(value)
         self._rowcount(
             "INSERT INTO agentplug_kv(namespace, key, value, updated)"
             f" VALUES (%s, %s, %s, {_NOW}) ON CONFLICT (namespace, key)"
@@ -422,7 +422,7 @@ class PostgresStore:
 
     def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
         check_key(namespace, key)
-        raw = _dump(value)
+        raw = dump_value(value)
         return (
             self._rowcount(
                 "INSERT INTO agentplug_kv(namespace, key, value, updated)"
@@ -465,7 +465,7 @@ class PostgresStore:
 
     def append(self, namespace: str, queue: str, value: Any) -> int:
         check_key(namespace, queue, field="queue")
-        raw = _dump(value)
+        raw = dump_value(value)
         row = self._run(
             lambda c: c.execute(
                 "INSERT INTO agentplug_queue(namespace, queue, value, created)"

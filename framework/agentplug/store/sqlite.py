@@ -14,13 +14,12 @@ from typing import Any
 from agentplug.store.base import (
     SCHEMA_VERSION,
     Claimed,
-    _dump,
     check_key,
     check_locks,
     check_name,
-    join_records,
-    split_records,
+    dump_value,
 )
+from agentplug.store.records import join_records, split_records
 
 __all__ = ["SQLiteStore"]
 
@@ -180,7 +179,7 @@ class SQLiteStore:
 
     def put(self, namespace: str, key: str, value: Any) -> None:
         check_key(namespace, key)
-        raw = _dump(value)
+        raw = dump_value(value)
         with self._write() as db:
             db.execute(
                 "INSERT INTO kv(namespace, key, value, updated) VALUES (?,?,?,?) "
@@ -191,7 +190,7 @@ class SQLiteStore:
 
     def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
         check_key(namespace, key)
-        raw = _dump(value)
+        raw = dump_value(value)
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO kv(namespace, key, value, updated) VALUES (?,?,?,?) "
@@ -229,7 +228,7 @@ class SQLiteStore:
 
     def append(self, namespace: str, queue: str, value: Any) -> int:
         check_key(namespace, queue, field="queue")
-        raw = _dump(value)
+        raw = dump_value(value)
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO queue(namespace, queue, value, created) VALUES (?,?,?,?)",
