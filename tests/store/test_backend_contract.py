@@ -1,50 +1,28 @@
 """One contract for every state-store backend: memory, SQLite and PostgreSQL.
 
-Each rule of :class:`agentplug.store.StateStore` is one test, run on every backend. The
-multi-process rules run on the durable backends (SQLite file, PostgreSQL database) with
-real child processes opening the same store by URL.
+Each rule of :class:`agentplug.store.StateStore` is one test, run on every backend (the
+``store`` fixture of tests/store/conftest.py). The multi-process rules run on the durable
+backends (``shared_url``: a SQLite file, a PostgreSQL database) with real child processes
+opening the same store by URL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from agentplug.store import StateStore, open_store_url
-from agentplug.store.base import SCHEMA_VERSION
+from agentplug.store import StateStore, StateStoreUnavailable, StoreKeyError, open_store_url
+from agentplug.store.base import MAX_KEY_BYTES, SCHEMA_VERSION
 
 from tests.conftest import write_v1_sqlite_file
-
-
-def _url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
-    if backend == "memory":
-        return "memory:"
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.sqlite3'}"
-    try:
-        return str(request.getfixturevalue("postgres_url"))
-    except pytest.FixtureLookupError:
-        pytest.skip("postgres_url fixture not available")
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StateStore]:
-    s = open_store_url(_url(request, request.param, tmp_path))
-    yield s
-    s.close()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The URL of a durable store that several processes open."""
-    return _url(request, request.param, tmp_path)
 
 
 def run_children(code: str, url: str, count: int, *args: str) -> list[str]:
@@ -456,10 +434,8 @@ def test_an_old_sqlite_v1_file_is_migrated_keeping_its_rows(tmp_path: Path) -> N
     store.close()
 
 
-def test_an_old_postgres_v1_schema_is_migrated_keeping_its_rows(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    url = _url(request, "postgres", tmp_path)
+def test_an_old_postgres_v1_schema_is_migrated_keeping_its_rows(postgres_url: str) -> None:
+    url = postgres_url
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
@@ -484,3 +460,101 @@ def test_an_old_postgres_v1_schema_is_migrated_keeping_its_rows(
     [(seq, value)] = store.claim("ns", "q", owner="A", lease_ms=60_000)
     assert value == 1 and store.ack("ns", "q", [seq], owner="A") == 1
     store.close()
+
+
+# -- the key rule: one limit, one NUL rule, one error ----------------------------------
+
+# 3 000 characters PostgreSQL cannot compress into one index row (its limit is ~2.7 KB).
+_INCOMPRESSIBLE = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(50))[:3000]
+
+
+def _refused(store: StateStore, call: Any) -> StoreKeyError:
+    """Run ``call(store)``; it must raise :class:`StoreKeyError`, and not as an outage."""
+    with pytest.raises(StoreKeyError) as caught:
+        call(store)
+    assert not isinstance(caught.value, StateStoreUnavailable)
+    assert getattr(store, "failures", 0) == 0  # PostgreSQL: never counted, never retried
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.put("ns", "a\x00b", 1),
+        lambda s: s.get("ns", "a\x00b"),
+        lambda s: s.put_if_absent("ns", "a\x00b", 1),
+        lambda s: s.delete("ns", "a\x00b"),
+        lambda s: s.put("n\x00s", "k", 1),
+        lambda s: s.items("ns", "a\x00"),
+        lambda s: s.append("ns", "q\x00", 1),
+        lambda s: s.claim("ns", "q", owner="o\x00", lease_ms=1000),
+        lambda s: s.notify("ch\x00"),
+    ],
+    ids=[
+        "put",
+        "get",
+        "put_if_absent",
+        "delete",
+        "namespace",
+        "prefix",
+        "queue",
+        "owner",
+        "channel",
+    ],
+)
+def test_a_name_with_a_nul_character_is_refused_with_store_key_error(
+    store: StateStore, call: Any
+) -> None:
+    error = _refused(store, call)
+    assert "NUL" in str(error)
+    store.put("ns", "k", "still usable")
+    assert store.items("ns") == [("k", "still usable")]
+
+
+def test_a_key_of_the_maximum_size_is_stored_in_a_namespace_of_the_maximum_size(
+    store: StateStore,
+) -> None:
+    namespace, key = "n" * MAX_KEY_BYTES, "é" * (MAX_KEY_BYTES // 2)  # 2 bytes each
+    store.put(namespace, key, 1)
+    assert store.get(namespace, key) == 1
+    assert store.items(namespace) == [(key, 1)]
+    assert store.append(namespace, key, "v") > 0 and store.peek(namespace, key) == ["v"]
+    assert store.notify(key) == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.put("ns", "é" * (MAX_KEY_BYTES // 2) + "x", 1),
+        lambda s: s.put("n" * (MAX_KEY_BYTES + 1), "k", 1),
+        lambda s: s.put("ns", _INCOMPRESSIBLE, 1),  # over PostgreSQL's index-row limit
+        lambda s: s.put_if_absent("ns", _INCOMPRESSIBLE, 1),
+        lambda s: s.get("ns", _INCOMPRESSIBLE),
+        lambda s: s.append("ns", _INCOMPRESSIBLE, 1),
+        lambda s: s.notify(_INCOMPRESSIBLE),
+    ],
+    ids=["put", "namespace", "pg-index-limit", "put_if_absent", "get", "queue", "channel"],
+)
+def test_a_name_over_the_maximum_size_is_refused_with_store_key_error(
+    store: StateStore, call: Any
+) -> None:
+    error = _refused(store, call)
+    assert f"at most {MAX_KEY_BYTES} bytes" in str(error)
+    assert store.items("ns") == [] and store.peek("ns", _INCOMPRESSIBLE[:100]) == []
+    if hasattr(store, "health"):
+        assert store.health()["outages"] == []
+
+
+def test_a_name_that_is_not_valid_unicode_is_refused_with_store_key_error(
+    store: StateStore,
+) -> None:
+    _refused(store, lambda s: s.put("ns", "bad\udc80", 1))
+
+
+def test_a_refused_key_is_named_in_one_line_with_its_namespace_and_the_rule(
+    store: StateStore,
+) -> None:
+    message = str(_refused(store, lambda s: s.put("session.ext", "x\x00\n" + "y" * 3000, 1)))
+    assert "\n" not in message and len(message) < 400
+    assert "namespace 'session.ext'" in message and "key 'x\\x00\\nyyy" in message
+    assert f"at most {MAX_KEY_BYTES} bytes of UTF-8 without NUL" in message

@@ -11,10 +11,13 @@ printed never shows a password.
   connection failures it saw; exit 1 when it cannot be reached (or has no file yet).
 * ``export`` writes JSON lines (to stdout, or ``-o FILE``): one header, then every key of
   every namespace, every queue entry in order with its claim (owner and lease end), and
-  every change-channel version.
-* ``import FILE`` (``-`` for stdin) writes an export into the store in one transaction,
-  keeping queue order, sequence numbers and claims. A store that already holds anything
-  is refused, unless ``--force``, which replaces everything in it.
+  every change-channel version. A record an import would refuse (a key an older agentplug
+  stored before the key rule) is written too, named on stderr, and the exit status is 1.
+* ``import FILE`` (``-`` for stdin) checks every record first (see
+  :mod:`agentplug.store.records`): each bad one is named by line and field, the exit
+  status is 2 and nothing is written. Then it writes the export into the store in one
+  transaction, keeping queue order, sequence numbers and claims. A store that already
+  holds anything is refused, unless ``--force``, which replaces everything in it.
 
 Long exports and imports count their records on stderr every ``--progress-every`` (1000).
 """
@@ -40,17 +43,28 @@ from agentplug.store import (
 )
 from agentplug.store.base import SCHEMA_VERSION, TransferableStore
 from agentplug.store.outages import outage_line
+from agentplug.store.records import (
+    EXPORT_FORMAT,
+    FORMAT_VERSION,
+    SHOWN_PROBLEMS,
+    BadRecords,
+    header_problems,
+    record_problems,
+    split_records,
+)
 
 __all__ = ["EXPORT_FORMAT", "add_state_commands", "store_status"]
 
-EXPORT_FORMAT = "agentplug-state"
-"""The ``format`` of an export's header line (its ``format_version`` is 1)."""
-_FORMAT_VERSION = 1
 _STORE_FILE = "state.sqlite3"
 
 
 class _Refused(Exception):
-    """A problem with what the operator asked (exit 2): a bad URL, a missing file."""
+    """A problem with what the operator asked (exit 2): a bad URL, a missing file. Each
+    entry of ``lines`` is printed as one error line."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__(lines[-1])
+        self.lines = lines
 
 
 def _chosen_url(args: argparse.Namespace) -> tuple[str, str, Any]:
@@ -215,15 +229,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         header = {
             "kind": "header",
             "format": EXPORT_FORMAT,
-            "format_version": _FORMAT_VERSION,
+            "format_version": FORMAT_VERSION,
             "schema_version": SCHEMA_VERSION,
             "source": store_display_url(store),
         }
         out.write(json.dumps(header) + "\n")
         kinds: dict[str, int] = {}
-        for record in _counted(source.dump(), args.progress_every, "export"):
+        bad = 0
+        shown = args.output or "<stdout>"
+        for number, record in enumerate(_counted(source.dump(), args.progress_every, "export")):
             kinds[record["kind"]] = kinds.get(record["kind"], 0) + 1
             out.write(json.dumps(record, separators=(",", ":")) + "\n")
+            # Rows written before the key rule are exported as they are, and named.
+            problems = record_problems(record, number + 1)
+            bad += bool(problems)
+            for problem in problems:
+                where = problem.line(lambda n: f"{shown} line {n + 1}")  # the header is line 1
+                error_line(args, f"{where}; `agentplug state import` refuses it")
         out.flush()
     finally:
         if out is not sys.stdout:
@@ -236,37 +258,74 @@ def cmd_export(args: argparse.Namespace) -> int:
         f"{store_display_url(store)}",
         file=sys.stderr,
     )
+    if bad:
+        error_line(
+            args,
+            f"{bad} record(s) an import would refuse (named above); delete or rename them in "
+            "the source store and export again",
+        )
+        return EXIT_FAILED
     return EXIT_OK
 
 
 def _read_export(path: str) -> list[dict[str, Any]]:
+    """The records of an export, every one checked first: :class:`_Refused` names each bad
+    line and field, so a bad file never reaches the store."""
     try:
         stream = sys.stdin if path == "-" else Path(path).open(encoding="utf-8")  # noqa: SIM115
     except OSError as exc:
         raise _Refused(f"cannot read {path}: {exc.strerror or exc}") from None
-    records: list[dict[str, Any]] = []
+    records: list[Any] = []
+    lines: list[int] = []  # the line of each record
+    unreadable: list[tuple[int, str]] = []
+    bad_lines = 0
     with stream:
-        for number, line in enumerate(stream, 1):
-            if not line.strip():
+        for number, text in enumerate(stream, 1):
+            if not text.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(text)
             except ValueError as exc:
-                raise _Refused(f"{path} line {number}: not JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise _Refused(f"{path} line {number}: not a JSON object")
-            if record.get("kind") == "header":
-                if (
-                    record.get("format") != EXPORT_FORMAT
-                    or int(record.get("format_version", 0)) > _FORMAT_VERSION
-                ):
+                bad_lines += 1
+                if len(unreadable) < SHOWN_PROBLEMS:
+                    unreadable.append((number, f"{path} line {number}: not JSON ({exc})"))
+                continue
+            if not (records or bad_lines) and _is_header(record):
+                found = header_problems(record, number)
+                if found:  # a file this agentplug cannot read: its records are not checked
+                    shown = [p.line(lambda n: f"{path} line {n}") for p in found]
                     raise _Refused(
-                        f"{path}: not an agentplug state export of format version "
-                        f"{_FORMAT_VERSION} (`agentplug state export` writes one)"
+                        *shown,
+                        f"{path}: not an {EXPORT_FORMAT} export this "
+                        "agentplug reads; nothing was imported",
                     )
                 continue
             records.append(record)
-    return records
+            lines.append(number)
+    try:
+        split_records(records)
+        problems: list[tuple[int, str]] = []
+        bad = 0
+    except BadRecords as exc:
+        where = lambda n: f"{path} line {lines[n - 1]}"  # noqa: E731
+        problems = [(lines[p.number - 1], p.line(where)) for p in exc.problems]
+        bad = exc.count
+    if not (bad or bad_lines):
+        return records
+    listed = sorted(unreadable + problems)[:SHOWN_PROBLEMS]
+    total = bad + bad_lines
+    more = ""
+    if total > len({line for line, _ in listed}):
+        more = f" (the first {len(listed)} problems are shown)"
+    raise _Refused(
+        *(text for _, text in listed),
+        f"{path}: {total} bad record{'s' if total != 1 else ''}{more}; nothing was imported"
+        " (the target is unchanged): fix or remove them",
+    )
+
+
+def _is_header(record: Any) -> bool:
+    return isinstance(record, dict) and record.get("kind") == "header"
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -292,7 +351,8 @@ def _run(command: Any) -> Any:
         try:
             code: int = command(args)
         except _Refused as exc:
-            error_line(args, str(exc))
+            for line in exc.lines:
+                error_line(args, line)
             return EXIT_USAGE
         except StateStoreUnavailable as exc:
             error_line(args, str(exc))

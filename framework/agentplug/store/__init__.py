@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import StateStore, StateStoreUnavailable, StateUrlError
+from agentplug.store.base import StateStore, StateStoreUnavailable, StateUrlError, StoreKeyError
 from agentplug.store.memory import MemoryStore
 from agentplug.store.sqlite import SQLiteStore
 
@@ -28,6 +28,7 @@ __all__ = [
     "StateStore",
     "StateStoreUnavailable",
     "StateUrlError",
+    "StoreKeyError",
     "configured_state_url",
     "host_store",
     "open_store",

@@ -8,13 +8,19 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "MAX_KEY_BYTES",
     "SCHEMA_VERSION",
     "Claimed",
     "StateStore",
     "StateStoreUnavailable",
     "StateUrlError",
+    "StoreKeyError",
     "TransferableStore",
-    "split_records",
+    "check_key",
+    "check_locks",
+    "check_name",
+    "dump_value",
+    "key_problem",
 ]
 
 SCHEMA_VERSION = 2
@@ -34,6 +40,76 @@ class StateUrlError(ValueError):
     """A state URL (``state.url``, ``$AGENTPLUG_STATE_URL``, ``--url``) that names no store
     agentplug can open: an unknown scheme, or PostgreSQL without the ``postgres`` extra.
     The message is one line naming the setting and the fix."""
+
+
+MAX_KEY_BYTES = 1024
+"""The longest namespace, key, queue, channel or owner name, in bytes of UTF-8.
+
+Well below PostgreSQL's btree limit (about 2.7 KB for a whole index row), so a namespace
+and a key of this size together still fit one index row on every backend."""
+
+
+class StoreKeyError(ValueError):
+    """A name given to the store breaks the key rule: it is not a string, holds a NUL
+    character, is not valid Unicode, or is over :data:`MAX_KEY_BYTES` bytes of UTF-8.
+
+    Raised before the store is touched, the same on every backend: never retried, never
+    an outage. The message is one line naming the namespace, the name and the rule.
+    """
+
+
+_RULE = f"names are at most {MAX_KEY_BYTES} bytes of UTF-8 without NUL characters"
+_SHOWN_CHARS = 40
+
+
+def key_problem(name: object, *, sized: bool = True) -> str | None:
+    """What breaks the key rule in ``name`` (``None``: nothing). ``sized=False`` skips the
+    length limit (lock names, which PostgreSQL hashes)."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a string"
+    if "\x00" in name:
+        return "contains a NUL character"
+    if (sized and len(name) > MAX_KEY_BYTES // 4) or not name.isascii():
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError:
+            return "is not valid Unicode (it holds a lone surrogate)"
+        if sized and size > MAX_KEY_BYTES:
+            return f"is {size} bytes"
+    return None
+
+
+def _shown(name: object) -> str:
+    if isinstance(name, str) and len(name) > _SHOWN_CHARS:
+        return repr(name[:_SHOWN_CHARS] + "...")
+    return repr(name)
+
+
+def check_name(field: str, name: object, *, sized: bool = True) -> None:
+    """Raise :class:`StoreKeyError` unless ``name`` (a ``field``: ``channel``, ``owner``,
+    ``lock``) follows the key rule."""
+    problem = key_problem(name, sized=sized)
+    if problem is not None:
+        raise StoreKeyError(f"state store refused {field} {_shown(name)}: it {problem}; {_RULE}")
+
+
+def check_key(namespace: object, key: object, *, field: str = "key") -> None:
+    """Raise :class:`StoreKeyError` unless ``namespace`` and ``key`` (or a ``queue`` name,
+    or a ``prefix``) follow the key rule."""
+    for what, name in (("namespace", namespace), (field, key)):
+        problem = key_problem(name)
+        if problem is not None:
+            raise StoreKeyError(
+                f"state store refused namespace {_shown(namespace)} {field} {_shown(key)}:"
+                f" the {what} {problem}; {_RULE}"
+            )
+
+
+def check_locks(locks: Iterable[object]) -> None:
+    """Raise :class:`StoreKeyError` for a lock name of :meth:`StateStore.atomic` that is
+    not a string without NUL (lock names have no length limit: PostgreSQL hashes them)."""
+    for name in locks:
+        check_name("lock", name, sized=False)
 
 
 Claimed = tuple[int, Any]
@@ -150,7 +226,8 @@ class StateStore(Protocol):
 class TransferableStore(Protocol):
     """A store ``agentplug state export|import`` can copy (every built-in backend).
 
-    Records are plain dicts, one of three kinds::
+    Records are plain dicts, one of three kinds (the models of
+    :mod:`agentplug.store.records`)::
 
         {"kind": "kv", "namespace": ..., "key": ..., "value": ...}
         {"kind": "queue", "namespace": ..., "queue": ..., "seq": 7, "value": ...,
@@ -166,78 +243,15 @@ class TransferableStore(Protocol):
     def load(self, records: Iterable[Mapping[str, Any]], *, replace: bool = False) -> int:
         """Write ``records`` in one transaction, keeping queue sequence numbers and claims;
         return how many. Raises :class:`ValueError` when the store is not empty, unless
-        ``replace`` (everything in it is removed first), or for a malformed record."""
+        ``replace`` (everything in it is removed first), and
+        :class:`agentplug.store.records.BadRecords` (a ``ValueError``) naming every bad
+        record before anything is written."""
         ...
 
 
-KvRow = tuple[str, str, str]
-QueueRow = tuple[int, str, str, str, str | None, float]
-ChannelRow = tuple[str, int]
-
-
-def join_records(
-    kv: Iterable[Sequence[Any]], queue: Iterable[Sequence[Any]], channels: Iterable[Sequence[Any]]
-) -> Iterator[dict[str, Any]]:
-    """The export records of table rows (the inverse of :func:`split_records`): ``kv`` as
-    ``(namespace, key, raw JSON)``, ``queue`` as ``(seq, namespace, queue, raw JSON,
-    claim_owner, claimed_until)``, ``channels`` as ``(channel, version)``. Lazy: each
-    iterable is read only once the records before it were taken."""
-    for ns, key, raw in kv:
-        yield {"kind": "kv", "namespace": ns, "key": key, "value": json.loads(raw)}
-    for seq, ns, name, raw, owner, until in queue:
-        yield {
-            "kind": "queue",
-            "namespace": ns,
-            "queue": name,
-            "seq": int(seq),
-            "value": json.loads(raw),
-            "claim_owner": owner,
-            "claimed_until": float(until or 0.0),
-        }
-    for channel, version in channels:
-        yield {"kind": "channel", "channel": channel, "version": int(version)}
-
-
-def split_records(
-    records: Iterable[Mapping[str, Any]],
-) -> tuple[list[KvRow], list[QueueRow], list[ChannelRow]]:
-    """Check ``records`` (see :class:`TransferableStore`) and split them into table rows
-    (values re-encoded as JSON text); records of another ``kind`` (a header) are skipped."""
-    kv: list[KvRow] = []
-    queue: list[QueueRow] = []
-    channels: list[ChannelRow] = []
-    seqs: set[int] = set()
-    for number, record in enumerate(records, 1):
-        kind = record.get("kind")
-        try:
-            if kind == "kv":
-                kv.append((str(record["namespace"]), str(record["key"]), _dump(record["value"])))
-            elif kind == "queue":
-                seq = int(record["seq"])
-                if seq in seqs:
-                    raise ValueError(f"queue seq {seq} appears twice")
-                seqs.add(seq)
-                owner = record.get("claim_owner")
-                queue.append(
-                    (
-                        seq,
-                        str(record["namespace"]),
-                        str(record["queue"]),
-                        _dump(record["value"]),
-                        None if owner is None else str(owner),
-                        float(record.get("claimed_until") or 0.0),
-                    )
-                )
-            elif kind == "channel":
-                channels.append((str(record["channel"]), int(record["version"])))
-        except (KeyError, TypeError, ValueError) as exc:
-            what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise ValueError(f"record {number} ({kind}): {what}") from None
-    queue.sort()
-    return kv, queue, channels
-
-
-def _dump(value: Any) -> str:
+def dump_value(value: Any) -> str:
+    """``value`` as compact JSON text; :class:`TypeError` when it is not JSON-compatible
+    (a set, an object, NaN or infinity)."""
     try:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:

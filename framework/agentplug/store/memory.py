@@ -10,7 +10,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from agentplug.store.base import Claimed, _dump, join_records, split_records
+from agentplug.store.base import (
+    Claimed,
+    check_key,
+    check_locks,
+    check_name,
+    dump_value,
+)
+from agentplug.store.records import join_records, split_records
 
 __all__ = ["MemoryStore"]
 
@@ -35,17 +42,20 @@ class MemoryStore:
         self._depth = 0
 
     def get(self, namespace: str, key: str) -> Any | None:
+        check_key(namespace, key)
         with self._lock:
             raw = self._kv.get((namespace, key))
         return None if raw is None else json.loads(raw)
 
     def put(self, namespace: str, key: str, value: Any) -> None:
-        raw = _dump(value)
+        check_key(namespace, key)
+        raw = dump_value(value)
         with self._lock:
             self._kv[(namespace, key)] = raw
 
     def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
-        raw = _dump(value)
+        check_key(namespace, key)
+        raw = dump_value(value)
         with self._lock:
             if (namespace, key) in self._kv:
                 return False
@@ -53,10 +63,12 @@ class MemoryStore:
             return True
 
     def delete(self, namespace: str, key: str) -> bool:
+        check_key(namespace, key)
         with self._lock:
             return self._kv.pop((namespace, key), None) is not None
 
     def items(self, namespace: str, prefix: str = "") -> list[tuple[str, Any]]:
+        check_key(namespace, prefix, field="prefix")
         with self._lock:
             rows = [
                 (k, json.loads(v))
@@ -66,6 +78,7 @@ class MemoryStore:
         return sorted(rows, key=lambda kv: kv[0])
 
     def delete_prefix(self, namespace: str, prefix: str) -> int:
+        check_key(namespace, prefix, field="prefix")
         with self._lock:
             doomed = [k for k in self._kv if k[0] == namespace and k[1].startswith(prefix)]
             for k in doomed:
@@ -73,27 +86,33 @@ class MemoryStore:
         return len(doomed)
 
     def append(self, namespace: str, queue: str, value: Any) -> int:
-        raw = _dump(value)
+        check_key(namespace, queue, field="queue")
+        raw = dump_value(value)
         with self._lock:
             self._seq += 1
             self._queues.setdefault((namespace, queue), []).append([self._seq, raw, None, 0.0])
             return self._seq
 
     def drain(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         with self._lock:
             rows = self._queues.pop((namespace, queue), [])
         return [json.loads(row[1]) for row in rows]
 
     def peek(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         with self._lock:
             rows = list(self._queues.get((namespace, queue), []))
         return [json.loads(row[1]) for row in rows]
 
     def clear_queue(self, namespace: str, queue: str) -> int:
+        check_key(namespace, queue, field="queue")
         with self._lock:
             return len(self._queues.pop((namespace, queue), []))
 
     def claim(self, namespace: str, queue: str, *, owner: str, lease_ms: int) -> list[Claimed]:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         now = time.time()
         out: list[Claimed] = []
         with self._lock:
@@ -104,6 +123,8 @@ class MemoryStore:
         return out
 
     def ack(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         wanted = set(seqs)
         with self._lock:
             rows = self._queues.get((namespace, queue), [])
@@ -116,6 +137,8 @@ class MemoryStore:
         return removed
 
     def release(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         wanted = set(seqs)
         released = 0
         with self._lock:
@@ -126,6 +149,7 @@ class MemoryStore:
         return released
 
     def notify(self, channel: str) -> int:
+        check_name("channel", channel)
         with self._changed:
             version = self._versions.get(channel, 0) + 1
             self._versions[channel] = version
@@ -133,10 +157,12 @@ class MemoryStore:
             return version
 
     def version(self, channel: str) -> int:
+        check_name("channel", channel)
         with self._lock:
             return self._versions.get(channel, 0)
 
     def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
+        check_name("channel", channel)
         deadline = time.monotonic() + max(0.0, timeout_s)
         with self._changed:
             while self._versions.get(channel, 0) == seen:
@@ -148,6 +174,7 @@ class MemoryStore:
 
     @contextmanager
     def atomic(self, *locks: str) -> Iterator[None]:
+        check_locks(locks)
         with self._lock:
             if self._depth:
                 self._depth += 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -22,12 +23,16 @@ from agentplug.store.base import (
     SCHEMA_VERSION,
     Claimed,
     StateStoreUnavailable,
-    _dump,
-    split_records,
+    check_key,
+    check_locks,
+    check_name,
+    dump_value,
 )
 from agentplug.store.outages import OUTAGES_KEPT, OUTAGES_NAMESPACE, OutageTracker, outage_key
 from agentplug.store.pg_urls import redact_url, scrubbed_cause, url_secrets
+from agentplug.store.postgres_listen import NOTIFY_CHANNEL, POLL_S, ChangeListener
 from agentplug.store.postgres_transfer import read_tables, records_of, write_tables
+from agentplug.store.records import split_records
 
 __all__ = ["PostgresStore", "redact_url"]
 
@@ -55,12 +60,17 @@ _SCHEMA = [
 _QUEUE_COLUMNS = {"claim_owner": "text", "claimed_until": "double precision NOT NULL DEFAULT 0"}
 
 _NOW = "extract(epoch from clock_timestamp())"
-_NOTIFY_CHANNEL = "agentplug_signals"
-# A waiter re-reads the version at least this often (a lost notification never hangs it).
-_POLL_S = 0.25
 _MIGRATE_LOCK = "agentplug.schema"
 
 _RETRYABLE = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
+# Server errors that are OperationalErrors but no outage: the same call fails the same way
+# every time (a value past a server limit), so it is raised at once, never retried.
+_NOT_RETRYABLE = (psycopg.errors.ProgramLimitExceeded,)
+# The shortest wait for a pooled connection, even once the budget is spent: a call makes
+# at least one attempt (retry_ms=0 means "do not retry", not "do not connect").
+_MIN_WAIT_S = 0.25
+# libpq waits at least this long for a connection, whatever connect_timeout says.
+_LIBPQ_MIN_CONNECT_S = 2
 
 
 class _Ambiguous(Exception):
@@ -73,10 +83,14 @@ class PostgresStore:
     Each call is one transaction on a pooled connection; :meth:`atomic` holds one
     connection for the block and takes a transaction-scoped advisory lock per name.
     A call that loses its connection is retried with backoff for ``retry_ms``, then
-    raises :class:`StateStoreUnavailable`. A write whose COMMIT outcome is unknown is
-    retried only when repeating it cannot change the state twice (``put``, ``ack``,
-    ``release``; a repeated ``ack`` may then report fewer rows); the others raise
-    :class:`StateStoreUnavailable` at once, so nothing is written twice.
+    raises :class:`StateStoreUnavailable`; the budget bounds every wait of the call, the
+    wait for a pooled connection included (one attempt of at least 250 ms is made). A
+    write whose COMMIT outcome is unknown is retried only when repeating it cannot change
+    the state twice (``put``, ``ack``, ``release``; a repeated ``ack`` may then report
+    fewer rows); the others raise :class:`StateStoreUnavailable` at once, so nothing is
+    written twice. ``connect_timeout_s`` bounds one connection attempt (opening the
+    store, the pool's reconnects); it is lowered to the budget, but libpq waits at least
+    2 s.
     """
 
     def __init__(
@@ -101,28 +115,29 @@ class PostgresStore:
         self._outage = OutageTracker()
         self._recording = False
         self._local = threading.local()
-        self._changed = threading.Condition()
-        self._generation = 0
-        self._listener: threading.Thread | None = None
-        self._closed = threading.Event()
-        self._connect_timeout_s = connect_timeout_s
+        self._connect_s = max(
+            _LIBPQ_MIN_CONNECT_S, math.ceil(min(connect_timeout_s, retry_ms / 1000))
+        )
         try:
             # One direct connection first: its error names the real cause.
-            psycopg.connect(url, connect_timeout=max(1, int(connect_timeout_s))).close()
+            psycopg.connect(url, connect_timeout=self._connect_s).close()
         except psycopg.Error as exc:
             raise self._unavailable(exc, start=True) from None
+        self._listener = ChangeListener(
+            url, connect_s=self._connect_s, describe=self._text, name=self.display_url
+        )
         self._pool = psycopg_pool.ConnectionPool(
             url,
             min_size=pool_min,
             max_size=pool_max,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout_s))},
-            timeout=connect_timeout_s,
+            kwargs={"autocommit": True, "connect_timeout": self._connect_s},
+            timeout=max(retry_ms / 1000, _MIN_WAIT_S),
             open=False,
             name="agentplug-state",
         )
         try:
             try:
-                self._pool.open(wait=True, timeout=connect_timeout_s)
+                self._pool.open(wait=True, timeout=self._connect_s)
             except _RETRYABLE as exc:
                 raise self._unavailable(exc, start=True) from None
             self.migrated_from = self.migrate() if migrate else self.schema_version()
@@ -201,6 +216,8 @@ class PostgresStore:
         if conn is not None:
             try:
                 return work(conn)
+            except _NOT_RETRYABLE:
+                raise
             except _RETRYABLE as exc:
                 _log.warning(
                     "state store %s: %s (inside atomic)",
@@ -212,7 +229,9 @@ class PostgresStore:
         delay = 0.05
         while True:
             try:
-                result = self._once(work)
+                result = self._once(work, deadline)
+            except _NOT_RETRYABLE:
+                raise
             except (_Ambiguous, *_RETRYABLE) as exc:
                 ambiguous = isinstance(exc, _Ambiguous)
                 cause = self._text(exc.__cause__ if ambiguous and exc.__cause__ else exc)
@@ -235,8 +254,13 @@ class PostgresStore:
                     self._outage_over()
                 return result
 
-    def _once(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
-        with self._pool.connection() as conn:
+    @staticmethod
+    def _wait_s(deadline: float) -> float:
+        """How long to wait for a pooled connection: what is left of the budget."""
+        return max(deadline - time.monotonic(), _MIN_WAIT_S)
+
+    def _once(self, work: Callable[[psycopg.Connection[Any]], T], deadline: float) -> T:
+        with self._pool.connection(timeout=self._wait_s(deadline)) as conn:
             conn.execute("BEGIN")
             try:
                 result = work(conn)
@@ -252,6 +276,7 @@ class PostgresStore:
 
     @contextmanager
     def atomic(self, *locks: str) -> Iterator[None]:
+        check_locks(locks)
         conn = self._in_block()
         if conn is not None:
             # Nested: join the outer transaction, taking any new locks too.
@@ -283,7 +308,7 @@ class PostgresStore:
         while True:
             conn: psycopg.Connection[Any] | None = None
             try:
-                conn = self._pool.getconn()
+                conn = self._pool.getconn(timeout=self._wait_s(deadline))
                 conn.execute("BEGIN")
                 self._lock(conn, locks)
                 return conn
@@ -382,13 +407,15 @@ class PostgresStore:
     # -- key/value ------------------------------------------------------------
 
     def get(self, namespace: str, key: str) -> Any | None:
+        check_key(namespace, key)
         row = self._fetchone(
             "SELECT value FROM agentplug_kv WHERE namespace=%s AND key=%s", (namespace, key)
         )
         return None if row is None else json.loads(row[0])
 
     def put(self, namespace: str, key: str, value: Any) -> None:
-        raw = _dump(value)
+        check_key(namespace, key)
+        raw = dump_value(value)
         self._rowcount(
             "INSERT INTO agentplug_kv(namespace, key, value, updated)"
             f" VALUES (%s, %s, %s, {_NOW}) ON CONFLICT (namespace, key)"
@@ -398,7 +425,8 @@ class PostgresStore:
         )
 
     def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
-        raw = _dump(value)
+        check_key(namespace, key)
+        raw = dump_value(value)
         return (
             self._rowcount(
                 "INSERT INTO agentplug_kv(namespace, key, value, updated)"
@@ -410,6 +438,7 @@ class PostgresStore:
         )
 
     def delete(self, namespace: str, key: str) -> bool:
+        check_key(namespace, key)
         return (
             self._rowcount(
                 "DELETE FROM agentplug_kv WHERE namespace=%s AND key=%s",
@@ -420,6 +449,7 @@ class PostgresStore:
         )
 
     def items(self, namespace: str, prefix: str = "") -> list[tuple[str, Any]]:
+        check_key(namespace, prefix, field="prefix")
         rows = self._fetchall(
             "SELECT key, value FROM agentplug_kv WHERE namespace=%s"
             " AND left(key, %s)=%s ORDER BY key",
@@ -428,6 +458,7 @@ class PostgresStore:
         return [(k, json.loads(v)) for k, v in rows]
 
     def delete_prefix(self, namespace: str, prefix: str) -> int:
+        check_key(namespace, prefix, field="prefix")
         return self._rowcount(
             "DELETE FROM agentplug_kv WHERE namespace=%s AND left(key, %s)=%s",
             (namespace, len(prefix), prefix),
@@ -437,7 +468,8 @@ class PostgresStore:
     # -- queues ---------------------------------------------------------------
 
     def append(self, namespace: str, queue: str, value: Any) -> int:
-        raw = _dump(value)
+        check_key(namespace, queue, field="queue")
+        raw = dump_value(value)
         row = self._run(
             lambda c: c.execute(
                 "INSERT INTO agentplug_queue(namespace, queue, value, created)"
@@ -449,6 +481,7 @@ class PostgresStore:
         return int(row[0]) if row else 0
 
     def drain(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         rows = self._fetchall(
             "DELETE FROM agentplug_queue WHERE namespace=%s AND queue=%s RETURNING seq, value",
             (namespace, queue),
@@ -457,6 +490,7 @@ class PostgresStore:
         return [json.loads(v) for _, v in sorted(rows)]
 
     def peek(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         rows = self._fetchall(
             "SELECT value FROM agentplug_queue WHERE namespace=%s AND queue=%s ORDER BY seq",
             (namespace, queue),
@@ -464,6 +498,7 @@ class PostgresStore:
         return [json.loads(v) for (v,) in rows]
 
     def clear_queue(self, namespace: str, queue: str) -> int:
+        check_key(namespace, queue, field="queue")
         return self._rowcount(
             "DELETE FROM agentplug_queue WHERE namespace=%s AND queue=%s",
             (namespace, queue),
@@ -471,6 +506,8 @@ class PostgresStore:
         )
 
     def claim(self, namespace: str, queue: str, *, owner: str, lease_ms: int) -> list[Claimed]:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         rows = self._fetchall(
             f"UPDATE agentplug_queue SET claim_owner=%s, claimed_until={_NOW} + %s"
             " WHERE seq IN (SELECT seq FROM agentplug_queue WHERE namespace=%s AND queue=%s"
@@ -482,6 +519,8 @@ class PostgresStore:
         return [(int(seq), json.loads(v)) for seq, v in sorted(rows)]
 
     def ack(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         if not seqs:
             return 0
         return self._rowcount(
@@ -493,6 +532,8 @@ class PostgresStore:
 
     def release(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
         """Give entries ``owner`` holds back unacknowledged (claimable at once)."""
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         if not seqs:
             return 0
         return self._rowcount(
@@ -521,6 +562,8 @@ class PostgresStore:
     # -- change channels ------------------------------------------------------
 
     def notify(self, channel: str) -> int:
+        check_name("channel", channel)
+
         def work(conn: psycopg.Connection[Any]) -> int:
             row = conn.execute(
                 "INSERT INTO agentplug_signals(channel, version) VALUES (%s, 1)"
@@ -529,61 +572,27 @@ class PostgresStore:
                 (channel,),
             ).fetchone()
             # Delivered to listeners when the transaction commits.
-            conn.execute("SELECT pg_notify(%s, %s)", (_NOTIFY_CHANNEL, channel))
+            conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, channel))
             return int(row[0]) if row else 0
 
         return self._run(work, repeatable=False)
 
     def version(self, channel: str) -> int:
+        check_name("channel", channel)
         row = self._fetchone("SELECT version FROM agentplug_signals WHERE channel=%s", (channel,))
         return int(row[0]) if row else 0
 
     def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
-        self._ensure_listener()
+        check_name("channel", channel)
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
-            with self._changed:
-                generation = self._generation
+            generation = self._listener.generation()
             current = self.version(channel)
             left = deadline - time.monotonic()
             if current != seen or left <= 0:
                 return current
-            with self._changed:
-                if self._generation == generation:
-                    self._changed.wait(min(_POLL_S, left))
-
-    def _ensure_listener(self) -> None:
-        with self._changed:
-            if self._listener is not None or self._closed.is_set():
-                return
-            self._listener = threading.Thread(
-                target=self._listen, name="agentplug-state-listen", daemon=True
-            )
-            self._listener.start()
-
-    def _listen(self) -> None:
-        while not self._closed.is_set():
-            try:
-                with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout_s))
-                ) as conn:
-                    conn.execute(f"LISTEN {_NOTIFY_CHANNEL}")
-                    while not self._closed.is_set():
-                        for _ in conn.notifies(timeout=_POLL_S, stop_after=1):
-                            with self._changed:
-                                self._generation += 1
-                                self._changed.notify_all()
-            except psycopg.Error as exc:
-                # Waiters keep polling meanwhile; reconnect shortly.
-                _log.warning(
-                    "state store %s listener: %s",
-                    self.display_url,
-                    self._text(exc),
-                )
-                self._closed.wait(_POLL_S)
+            self._listener.wait(generation, min(POLL_S, left))
 
     def close(self) -> None:
-        self._closed.set()
-        if self._listener is not None:
-            self._listener.join(timeout=2)
+        self._listener.close()
         self._pool.close()

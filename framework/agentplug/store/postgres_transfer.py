@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from agentplug.store.base import join_records
+from agentplug.store.records import join_records
 
 __all__ = ["read_tables", "records_of", "write_tables"]
 

@@ -11,7 +11,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import SCHEMA_VERSION, Claimed, _dump, join_records, split_records
+from agentplug.store.base import (
+    SCHEMA_VERSION,
+    Claimed,
+    check_key,
+    check_locks,
+    check_name,
+    dump_value,
+)
+from agentplug.store.records import join_records, split_records
 
 __all__ = ["SQLiteStore"]
 
@@ -156,10 +164,12 @@ class SQLiteStore:
 
     @contextmanager
     def atomic(self, *locks: str) -> Iterator[None]:
+        check_locks(locks)
         with self._write():
             yield
 
     def get(self, namespace: str, key: str) -> Any | None:
+        check_key(namespace, key)
         row = (
             self._db()
             .execute("SELECT value FROM kv WHERE namespace=? AND key=?", (namespace, key))
@@ -168,7 +178,8 @@ class SQLiteStore:
         return None if row is None else json.loads(row[0])
 
     def put(self, namespace: str, key: str, value: Any) -> None:
-        raw = _dump(value)
+        check_key(namespace, key)
+        raw = dump_value(value)
         with self._write() as db:
             db.execute(
                 "INSERT INTO kv(namespace, key, value, updated) VALUES (?,?,?,?) "
@@ -178,7 +189,8 @@ class SQLiteStore:
             )
 
     def put_if_absent(self, namespace: str, key: str, value: Any) -> bool:
-        raw = _dump(value)
+        check_key(namespace, key)
+        raw = dump_value(value)
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO kv(namespace, key, value, updated) VALUES (?,?,?,?) "
@@ -188,11 +200,13 @@ class SQLiteStore:
             return cur.rowcount > 0
 
     def delete(self, namespace: str, key: str) -> bool:
+        check_key(namespace, key)
         with self._write() as db:
             cur = db.execute("DELETE FROM kv WHERE namespace=? AND key=?", (namespace, key))
             return cur.rowcount > 0
 
     def items(self, namespace: str, prefix: str = "") -> list[tuple[str, Any]]:
+        check_key(namespace, prefix, field="prefix")
         rows = (
             self._db()
             .execute(
@@ -204,6 +218,7 @@ class SQLiteStore:
         return [(k, json.loads(v)) for k, v in rows]
 
     def delete_prefix(self, namespace: str, prefix: str) -> int:
+        check_key(namespace, prefix, field="prefix")
         with self._write() as db:
             cur = db.execute(
                 "DELETE FROM kv WHERE namespace=? AND substr(key, 1, ?)=?",
@@ -212,7 +227,8 @@ class SQLiteStore:
             return cur.rowcount
 
     def append(self, namespace: str, queue: str, value: Any) -> int:
-        raw = _dump(value)
+        check_key(namespace, queue, field="queue")
+        raw = dump_value(value)
         with self._write() as db:
             cur = db.execute(
                 "INSERT INTO queue(namespace, queue, value, created) VALUES (?,?,?,?)",
@@ -221,6 +237,7 @@ class SQLiteStore:
             return int(cur.lastrowid or 0)
 
     def drain(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         with self._write() as db:
             rows = db.execute(
                 "SELECT seq, value FROM queue WHERE namespace=? AND queue=? ORDER BY seq",
@@ -234,6 +251,7 @@ class SQLiteStore:
         return [json.loads(v) for _, v in rows]
 
     def peek(self, namespace: str, queue: str) -> list[Any]:
+        check_key(namespace, queue, field="queue")
         rows = (
             self._db()
             .execute(
@@ -245,11 +263,14 @@ class SQLiteStore:
         return [json.loads(v) for (v,) in rows]
 
     def clear_queue(self, namespace: str, queue: str) -> int:
+        check_key(namespace, queue, field="queue")
         with self._write() as db:
             cur = db.execute("DELETE FROM queue WHERE namespace=? AND queue=?", (namespace, queue))
             return cur.rowcount
 
     def claim(self, namespace: str, queue: str, *, owner: str, lease_ms: int) -> list[Claimed]:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         now = time.time()
         with self._write() as db:
             rows = db.execute(
@@ -260,6 +281,8 @@ class SQLiteStore:
         return [(int(seq), json.loads(v)) for seq, v in sorted(rows)]
 
     def ack(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         if not seqs:
             return 0
         removed = 0
@@ -276,6 +299,8 @@ class SQLiteStore:
         return removed
 
     def release(self, namespace: str, queue: str, seqs: Sequence[int], *, owner: str) -> int:
+        check_key(namespace, queue, field="queue")
+        check_name("owner", owner)
         released = 0
         with self._write() as db:
             for start in range(0, len(seqs), 500):
@@ -290,6 +315,7 @@ class SQLiteStore:
         return released
 
     def notify(self, channel: str) -> int:
+        check_name("channel", channel)
         with self._write() as db:
             row = db.execute(
                 "INSERT INTO signals(channel, version) VALUES (?, 1) ON CONFLICT(channel) "
@@ -299,12 +325,14 @@ class SQLiteStore:
         return int(row[0])
 
     def version(self, channel: str) -> int:
+        check_name("channel", channel)
         row = (
             self._db().execute("SELECT version FROM signals WHERE channel=?", (channel,)).fetchone()
         )
         return int(row[0]) if row else 0
 
     def wait_change(self, channel: str, seen: int, timeout_s: float) -> int:
+        check_name("channel", channel)
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             current = self.version(channel)
