@@ -138,3 +138,16 @@ def test_a_patch_must_be_an_object_of_extensions(served: Served) -> None:
     assert patch(served, "workflow-a", ["approvals"]).status_code == 400
     bad = patch(served, "workflow-a", {"approvals": {"pending": 1}}, session="x" * 600)
     assert bad.status_code == 400 and "session_key" in bad.json()["error"]
+
+
+def test_a_session_key_the_store_refuses_is_a_400_in_one_short_line(served: Served) -> None:
+    for key in ("agent:main:x:" + "k" * 2000, "agent:main:x:%00nul"):
+        for response in (
+            served.client.get(f"/api/sessions/{key}"),
+            patch(served, "workflow-a", {"approvals": {"pending": 1}}, session=key),
+        ):
+            assert response.status_code == 400, response.text
+            error = response.json()["error"]
+            assert error.startswith("session_key ") and "\n" not in error
+            assert len(error) < 300
+    assert served.client.get("/api/sessions").status_code == 200

@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
+    "KEY_RULE",
     "MAX_KEY_BYTES",
     "SCHEMA_VERSION",
     "Claimed",
@@ -58,7 +59,8 @@ class StoreKeyError(ValueError):
     """
 
 
-_RULE = f"names are at most {MAX_KEY_BYTES} bytes of UTF-8 without NUL characters"
+KEY_RULE = f"names are at most {MAX_KEY_BYTES} bytes of UTF-8 without NUL characters"
+"""The key rule in words (for error messages of the layers that check keys early)."""
 _SHOWN_CHARS = 40
 
 
@@ -90,7 +92,7 @@ def check_name(field: str, name: object, *, sized: bool = True) -> None:
     ``lock``) follows the key rule."""
     problem = key_problem(name, sized=sized)
     if problem is not None:
-        raise StoreKeyError(f"state store refused {field} {_shown(name)}: it {problem}; {_RULE}")
+        raise StoreKeyError(f"state store refused {field} {_shown(name)}: it {problem}; {KEY_RULE}")
 
 
 def check_key(namespace: object, key: object, *, field: str = "key") -> None:
@@ -101,7 +103,7 @@ def check_key(namespace: object, key: object, *, field: str = "key") -> None:
         if problem is not None:
             raise StoreKeyError(
                 f"state store refused namespace {_shown(namespace)} {field} {_shown(key)}:"
-                f" the {what} {problem}; {_RULE}"
+                f" the {what} {problem}; {KEY_RULE}"
             )
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from agentplug.core.errors import AgentplugError
+from agentplug.store.base import KEY_RULE, key_problem
 
 __all__ = [
     "CLEANUP_REASONS",
@@ -157,8 +158,15 @@ def _check_name(value: Any, what: str) -> str:
 
 
 def _check_session_key(session_key: Any) -> str:
+    problem = None
     if not isinstance(session_key, str) or not session_key or len(session_key) > 512:
-        raise SessionStateError(
-            f"session_key must be a non-empty string of at most 512 characters; got {session_key!r}"
-        )
-    return session_key
+        problem = "must be a non-empty string of at most 512 characters"
+    elif key_problem(session_key) is not None:
+        problem = f"{key_problem(session_key)} ({KEY_RULE})"
+    if problem is not None:
+        shown = repr(session_key)
+        if len(shown) > 60:
+            shown = f"{shown[:40]}... ({len(shown)} characters)"
+        raise SessionStateError(f"session_key {problem}; got {shown}")
+    checked: str = session_key
+    return checked
