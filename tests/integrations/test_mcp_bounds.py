@@ -247,3 +247,104 @@ def test_a_too_long_answer_whose_id_comes_last_is_refused_and_the_next_call_succ
     assert refused.is_error
     assert f"({KEY}.max_message_bytes)" in refused.content
     assert (after.is_error, after.content) == (False, "echo: still here")
+
+
+class _GzipAnswers:
+    """An HTTP 'MCP server' answering every POST with a gzip body that inflates to 32 MiB
+    (a few KB on the wire): what a client counting wire bytes would let through."""
+
+    def __init__(self) -> None:
+        import threading
+        import zlib
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        head = b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","pad":"'
+        parts = [packer.compress(head)]
+        parts += [packer.compress(b"A" * (1 << 20)) for _ in range(32)]
+        parts += [packer.compress(b'"}}'), packer.flush()]
+        payload = b"".join(parts)
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-encoding", "gzip")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self) -> None:
+                self.send_response(405)
+                self.end_headers()
+
+            def do_DELETE(self) -> None:
+                self.send_response(200)
+                self.end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/mcp"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_compressed_answer_is_refused_naming_the_encoding() -> None:
+    server = _GzipAnswers()
+    try:
+        source = McpToolSource(
+            "up", {"url": server.url, "max_message_bytes": 1 << 20, "timeout_s": 10}
+        )
+
+        async def start() -> None:
+            try:
+                await source.start()
+            finally:
+                await source.aclose()
+
+        with pytest.raises(McpError) as raised:
+            asyncio.run(start())
+        assert "content-encoding" in str(raised.value) and "gzip" in str(raised.value)
+    finally:
+        server.close()
+
+
+def test_an_mcp_tool_named_like_an_action_the_model_is_not_offered_is_refused(
+    stdio_server: dict[str, Any],
+) -> None:
+    from agentplug.actions.model import Action, ActionResult
+
+    class Plugin:
+        """Registers ECHO, a side-effecting action that agent.tools does not offer."""
+
+        actions = [
+            Action(
+                name="ECHO",
+                description="Repeat a text on the office speaker.",
+                handler=lambda rt, msg, st, opts: ActionResult(success=True, text="said"),
+            )
+        ]
+
+    host = PluginHost()
+    host.register(Plugin(), "speaker")
+    server = {**stdio_server, "prefix": False}
+    runner = AgentRunner(
+        host, ScriptedProvider(["ok"]), config={"tools": {"mcp_servers": {"up": server}}}
+    )
+
+    async def go() -> Any:
+        try:
+            return await runner.run_turn("hi", session_key="s1")
+        finally:
+            await runner.aclose()
+
+    result = asyncio.run(go())
+    assert result.status == "failed"
+    assert "'echo'" in (result.error or "") and "ECHO" in (result.error or "")

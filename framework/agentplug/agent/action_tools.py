@@ -21,6 +21,7 @@ from typing import Any
 from agentplug_hookspecs.tools import ApprovalRequest
 
 from agentplug.actions.model import Action, ActionExample, ActionRuntime, Message, State
+from agentplug.core.redaction import scrub
 
 __all__ = [
     "SAFE",
@@ -70,6 +71,13 @@ class ToolPolicy:
 
     allow: tuple[str, ...] = (SAFE,)
     without_approval: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    """Tool names or globs never offered nor run, whatever their source (wins over
+    ``allow``); case-insensitive like the rest."""
+
+    def excludes(self, tool_name: str) -> bool:
+        """Whether ``exclude`` names the tool ``tool_name`` (any source)."""
+        return any(_matches(tool_name, entry) for entry in self.exclude)
 
     def offers(self, action: Action) -> bool:
         """Whether the model may be offered ``action``."""
@@ -93,6 +101,11 @@ class ToolPolicy:
             for entry in dict.fromkeys((*self.allow, *self.without_approval))
             if entry != SAFE and not _is_glob(entry) and entry.upper() not in known
         ]
+
+    def unmatched_excludes(self, tool_names: Iterable[str]) -> list[str]:
+        """The plain names of ``exclude`` that name no tool of ``tool_names``."""
+        known = {name.upper() for name in tool_names}
+        return [e for e in self.exclude if not _is_glob(e) and e.upper() not in known]
 
 
 def operator_approval(action: Action) -> ApprovalRequest:
@@ -178,7 +191,7 @@ def action_description(action: Action) -> str:
 
 
 def _raised(exc: Exception) -> str:
-    return f"its validate() raised {type(exc).__name__}: {_clip(str(exc), 200)}"
+    return f"its validate() raised {type(exc).__name__}: {_clip(scrub(str(exc)), 200)}"
 
 
 def _answer(value: object) -> str | None:

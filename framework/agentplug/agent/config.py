@@ -68,17 +68,23 @@ class AgentToolsConfig(_Strict):
     """Allowed side-effecting actions (names or globs) that run without an approval;
     every other allowed side-effecting action is asked for one at each call."""
     exclude: list[str] = Field(default_factory=list)
-    """Tool names never offered to the model, and refused when it names them anyway."""
+    """Tool names or globs (any source, case-insensitive) never offered to the model, and
+    refused when it names them anyway; wins over ``allow``."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers whose tools join the registry (``{command, args, env}`` or ``{url}``)."""
 
-    @field_validator("allow", "without_approval")
+    @field_validator("allow", "without_approval", "exclude")
     @classmethod
     def _patterns(cls, value: list[str], info: ValidationInfo) -> list[str]:
         for entry in value:
             if not entry.strip():
                 raise ValueError("an empty entry matches nothing; remove it")
             if entry.startswith("@") and (entry != SAFE or info.field_name != "allow"):
+                if info.field_name == "exclude" and entry == SAFE:
+                    raise ValueError(
+                        f"{SAFE!r} in exclude would offer nothing safe; set "
+                        "agent.tools.actions to false to offer no action"
+                    )
                 raise ValueError(
                     f"{entry!r} is not an action name or glob; the only '@' entry is "
                     f"{SAFE!r} (every action without side effects), and only in allow"
@@ -87,7 +93,7 @@ class AgentToolsConfig(_Strict):
 
     def policy(self) -> ToolPolicy:
         """The :class:`~agentplug.agent.action_tools.ToolPolicy` of these settings."""
-        return ToolPolicy(tuple(self.allow), tuple(self.without_approval))
+        return ToolPolicy(tuple(self.allow), tuple(self.without_approval), tuple(self.exclude))
 
 
 class AgentConfig(_Strict):

@@ -6,9 +6,13 @@ applies the bounds that concern one model response as soon as the provider retur
 before any hook or the transcript sees it:
 
 - the reply text is cut at ``reply_chars`` with a visible marker;
-- tool calls past ``tool_calls_per_response`` are refused (each still answered);
+- tool calls past ``tool_calls_per_response`` are dropped: they never run, are not kept
+  in the transcript and cost no hook; the model reads one note saying how many were
+  dropped (:attr:`BoundedResponse.note`, added to the last kept call's result);
 - a call whose arguments pass ``tool_argument_bytes`` is refused and its arguments are
   replaced by a short stub, so they are not sent to the model again on every call;
+- configured secrets (:mod:`~agentplug.core.redaction`) are scrubbed from the text and
+  the tool-call arguments, so an echoed key is neither delivered nor sent to a tool;
 - call ids that are empty, too long or already used in the session get a fresh unique id
   and names too long to be a tool's are shortened, so every call id is answered by
   exactly one tool message and hooks can tell the calls of a turn apart by id.
@@ -31,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agentplug.agent.providers.base import ModelResponse, ProviderError, ToolCall
+from agentplug.core.redaction import scrub, scrub_data
 
 __all__ = [
     "MAX_CALL_ID_CHARS",
@@ -81,6 +86,20 @@ class BoundedResponse:
 
     response: ModelResponse
     refusals: list[str | None]
+    dropped: int = 0
+    """Tool calls past ``tool_calls_per_response``: not run, not kept."""
+
+    @property
+    def note(self) -> str | None:
+        """What the model reads about the dropped calls (``None`` when none were)."""
+        if not self.dropped:
+            return None
+        kept = len(self.response.tool_calls)
+        return (
+            f"[{self.dropped} more tool call(s) of this response were dropped, not run: at "
+            f"most {kept} run per model response (agent.limits.tool_calls_per_response); "
+            "call them again in a later response]"
+        )
 
 
 async def within_deadline(awaitable: Awaitable[T], limits: AgentLimits, what: str) -> T:
@@ -138,7 +157,9 @@ def bound_response(
 ) -> BoundedResponse:
     """Hold ``response`` to ``limits`` (see the module docstring). ``taken``: the call ids
     already answered in the session; ``step`` seeds the fresh ids."""
-    text = response.text
+    # A configured secret the model echoes (a server repeating its Authorization header)
+    # reaches no hook, transcript, reply or tool: scrubbed before anything sees it.
+    text = scrub(response.text)
     if len(text) > limits.reply_chars:
         text = text[: limits.reply_chars] + _marker(
             "reply", len(text), limits.reply_chars, "reply_chars"
@@ -146,8 +167,10 @@ def bound_response(
     calls: list[ToolCall] = []
     refusals: list[str | None] = []
     seen: set[str] = set(taken)
-    total = len(response.tool_calls)
-    for index, call in enumerate(response.tool_calls):
+    cap = limits.tool_calls_per_response
+    kept = response.tool_calls[:cap]
+    dropped = len(response.tool_calls) - len(kept) + response.dropped_tool_calls
+    for index, call in enumerate(kept):
         call_id = call.id
         if not call_id or len(call_id) > MAX_CALL_ID_CHARS or call_id in seen:
             call_id = _fresh_id(step, index, seen)
@@ -156,26 +179,18 @@ def bound_response(
         if len(name) > MAX_TOOL_NAME_CHARS:
             name = f"{name[:64]}...({len(name)} characters)"
         refusal: str | None = None
-        arguments, raw = call.arguments, call.raw_arguments
-        if index >= limits.tool_calls_per_response:
+        raw = None if call.raw_arguments is None else scrub(call.raw_arguments)
+        arguments = scrub_data(call.arguments)
+        size = _argument_bytes(call)
+        if size > limits.tool_argument_bytes:
             refusal = (
-                f"tool call refused: this response asked for {total} tool calls and at most "
-                f"{limits.tool_calls_per_response} run per model response "
-                "(agent.limits.tool_calls_per_response); call the others again in a later "
-                "response"
+                f"tool call refused: its arguments are {size} bytes, over the "
+                f"{limits.tool_argument_bytes}-byte limit (agent.limits.tool_argument_bytes); "
+                "call it again with smaller arguments"
             )
-            arguments, raw = {}, None
-        else:
-            size = _argument_bytes(call)
-            if size > limits.tool_argument_bytes:
-                refusal = (
-                    f"tool call refused: its arguments are {size} bytes, over the "
-                    f"{limits.tool_argument_bytes}-byte limit (agent.limits.tool_argument_bytes); "
-                    "call it again with smaller arguments"
-                )
-                arguments = {"omitted": f"{size} bytes of arguments over the limit"}
-                raw = None
+            arguments = {"omitted": f"{size} bytes of arguments over the limit"}
+            raw = None
         calls.append(replace(call, id=call_id, name=name, arguments=arguments, raw_arguments=raw))
         refusals.append(refusal)
-    bounded = replace(response, text=text, tool_calls=calls)
-    return BoundedResponse(bounded, refusals)
+    bounded = replace(response, text=text, tool_calls=calls, dropped_tool_calls=0)
+    return BoundedResponse(bounded, refusals, dropped)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput
-from agentplug.core.redaction import register_credentials
+from agentplug.core.redaction import register_credentials, scrub, scrub_clipped
 
 if TYPE_CHECKING:
     from agentplug.agent.mcp_transport import MessageBound
@@ -427,8 +427,8 @@ class McpToolSource:
 def _first_line(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _first_line(exc.exceptions[0])
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    text = scrub(str(exc)).strip().splitlines()
+    return scrub_clipped(text[0], 300) if text else type(exc).__name__
 
 
 def _claim(owners: dict[str, str], name: str, who: str, source: McpToolSource) -> None:

@@ -359,8 +359,26 @@ class _BoundedBody(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
+class _RefusedBody(httpx2.AsyncByteStream):
+    """A body refused before any byte of it is read (a compressed one)."""
+
+    def __init__(self, inner: Any, reason: str) -> None:
+        self._inner = inner
+        self._reason = reason
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        await self._inner.aclose()
+        raise _TooLong(self._reason)
+        yield b""  # pragma: no cover - makes this an async generator
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 class _BoundedTransport(httpx2.AsyncBaseTransport):
-    """Wraps each JSON response body in a :class:`_BoundedBody` (SSE has its own bound)."""
+    """Wraps each JSON response body in a :class:`_BoundedBody` (SSE has its own bound)
+    and refuses compressed bodies: the bounds count bytes as they arrive, and a few KB
+    of gzip inflate to gigabytes before any bound could see them."""
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, bound: MessageBound) -> None:
         self._inner = inner
@@ -368,7 +386,21 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
-        if response.headers.get("content-type", "").lower().startswith("application/json"):
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            log.warning(
+                "MCP server %r sent a %s-encoded answer although asked for identity; refused",
+                self._bound.server,
+                encoding[:40],
+            )
+            del response.headers["content-encoding"]
+            response.stream = _RefusedBody(
+                response.stream,
+                f"the answer has content-encoding {encoding[:40]!r} although identity was "
+                "asked: compressed answers are refused (they would inflate past "
+                f"max_message_bytes before it could be counted; {self._bound.key})",
+            )
+        elif response.headers.get("content-type", "").lower().startswith("application/json"):
             response.stream = _BoundedBody(response.stream, self._bound)
         return response
 

@@ -33,6 +33,7 @@ from agentplug.agent.providers.base import (
 from agentplug.agent.toolrun import offered_tools, run_tool_call
 from agentplug.agent.transcript import write_message
 from agentplug.agent.turn import Turn, TurnCancelled, TurnFailed
+from agentplug.core.redaction import scrub
 from agentplug.services.modelcalls import upstream_request_id_hash
 from agentplug.services.toolresults import strip_details
 
@@ -91,9 +92,14 @@ async def _complete(turn: Turn, provider: ModelProvider, request: ModelRequest) 
     if on_delta is None or not callable(stream):
         return await provider.complete(request)
     final: ModelResponse | None = None
+    room = turn.runner.config.limits.reply_chars  # deltas past the reply limit are not shown
     async for item in stream(request):
         if isinstance(item, ModelDelta):
-            returned = on_delta(item.text)
+            if room <= 0:
+                continue
+            text = scrub(item.text)[:room]
+            room -= len(text)
+            returned = on_delta(text)
             if inspect.isawaitable(returned):
                 await returned
         elif isinstance(item, ModelResponse):
@@ -137,6 +143,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedRespo
         messages=messages,
         tools=[tool.schema() for tool in await offered_tools(turn)],
         max_response_bytes=limits.model_response_bytes,
+        max_tool_calls=limits.tool_calls_per_response,
     )
     started = time.perf_counter()
     outcome, error = "ok", None
@@ -255,8 +262,12 @@ async def model_loop(turn: Turn) -> None:
                 {"role": "assistant", "content": "", "tool_calls": assistant["tool_calls"]}
             )
         if response.tool_calls:
-            for call, refusal in zip(response.tool_calls, bounded.refusals, strict=True):
-                await run_tool_call(turn, call, refusal=refusal)
+            last = len(response.tool_calls) - 1
+            for index, (call, refusal) in enumerate(
+                zip(response.tool_calls, bounded.refusals, strict=True)
+            ):
+                note = bounded.note if index == last else None
+                await run_tool_call(turn, call, refusal=refusal, note=note)
                 turn.check_aborted()
             continue
         if await _revise(turn, response.text):

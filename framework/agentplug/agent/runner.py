@@ -39,7 +39,7 @@ from agentplug.agent.mcp import McpToolSource, connect_servers
 from agentplug.agent.model_loop import model_loop
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
-from agentplug.agent.tools import ToolRegistry
+from agentplug.agent.tools import ToolError, ToolRegistry
 from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
 from agentplug.agent.transcript import (
     SessionRecord,
@@ -105,6 +105,8 @@ class AgentRunner:
     ) -> None:
         self.host = host
         self.config = agent_config(config if config is not None else host.config.agent)
+        self.tool_policy = self.config.tools.policy()
+        """What ``agent.tools`` allows, asks approval for and excludes."""
         self.providers = providers or ProviderRegistry(self.config.providers)
         if provider is not None:
             self.providers.register(getattr(provider, "name", "scripted"), provider)
@@ -148,16 +150,40 @@ class AgentRunner:
         problems = await self.host.actions.load()
         for problem in problems:
             log.warning("actions: %s", problem)
-        policy = self.config.tools.policy()
+        policy = self.tool_policy
         for name in policy.unmatched(self.host.actions.registry.names()):
             log.warning(
                 "agent.tools names %r, but no registered action is called that; check the "
                 "spelling (`agentplug actions list` lists every action)",
                 name,
             )
+        self._refuse_mcp_action_clashes()
         # ToolError on a name clash (an MCP tool named like an action): every turn fails.
         self.tools.add_actions(self.host.actions, policy)
         self._actions_loaded = True
+        names = [*self.host.actions.registry.names(), *(t.name for t in self.tools.all())]
+        for name in policy.unmatched_excludes(names):
+            log.warning(
+                "agent.tools.exclude names %r, but no tool is called that; check the spelling",
+                name,
+            )
+
+    def _refuse_mcp_action_clashes(self) -> None:
+        """An MCP tool named like any registered action (offered or not, names compared
+        as the action registry does, case-insensitively) is refused: policies and grants
+        written for the action would govern it, and allowing the action later would
+        break every turn."""
+        actions = {name.upper(): name for name in self.host.actions.registry.names()}
+        for source in self._mcp or []:
+            for tool in source.tools():
+                action = actions.get(tool.name.upper())
+                if action is not None:
+                    raise ToolError(
+                        f"tool {tool.name!r} of MCP server {source.name!r} has the name of "
+                        f"the action {action!r}: one name must mean one tool (a policy for "
+                        "it would govern both); keep the server's prefix (prefix: true) or "
+                        "exclude one"
+                    )
 
     async def connect_mcp(self) -> list[McpToolSource]:
         """Connect the ``agent.tools.mcp_servers`` (once) and add their tools; the first
@@ -415,6 +441,8 @@ class AgentRunner:
         reply = turn.reply
         if delivery is not None:
             reply = None if delivery.suppressed else delivery.content
+        if reply is not None:
+            reply = scrub(reply)
         return TurnResult(
             run_id=turn.run_id,
             session_key=session_key,
@@ -428,7 +456,7 @@ class AgentRunner:
             duration_ms=duration_ms,
             provider=turn.provider_name,
             model=turn.model,
-            transcript=list(turn.session.messages),
+            transcript=scrub_data(list(turn.session.messages)),
             trace=scrub_data(trace.to_json()),
         )
 

@@ -38,13 +38,14 @@ async def offered_tools(turn: Turn) -> list[Tool]:
     call = ToolCallContext(
         run_id=turn.run_id, session_key=turn.session.session_key, user_text=turn.prompt
     )
-    return await turn.runner.tools.offered(call, turn.runner.config.tools.exclude)
+    policy = turn.runner.tool_policy
+    return [t for t in await turn.runner.tools.offered(call) if not policy.excludes(t.name)]
 
 
 def _tool(turn: Turn, name: str) -> Tool | None:
     """The tool the model may call as ``name`` (``agent.tools.exclude`` holds here too:
     a tool that was never offered is not run because the model guessed its name)."""
-    if name in turn.runner.config.tools.exclude:
+    if turn.runner.tool_policy.excludes(name):
         return None
     return turn.runner.tools.get(name)
 
@@ -55,7 +56,7 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
     tool = _tool(turn, call.name)
     params = dict(call.arguments)
     if tool is None:
-        offered = runner.tools.schemas(runner.config.tools.exclude)
+        offered = [t for t in runner.tools.all() if not runner.tool_policy.excludes(t.name)]
         names = ", ".join(t.name for t in offered) or "none"
         return ToolOutput(
             f"unknown tool {call.name!r}; available tools: {names}", is_error=True
@@ -122,7 +123,7 @@ async def _execute(turn: Turn, call: ToolCall) -> tuple[ToolOutput, dict[str, An
 
 
 async def run_tool_call(
-    turn: Turn, call: ToolCall, *, refusal: str | None = None
+    turn: Turn, call: ToolCall, *, refusal: str | None = None, note: str | None = None
 ) -> dict[str, Any]:
     """Run one call (or answer it with ``refusal`` without running it); return the tool
     message the model will read next."""
@@ -134,6 +135,8 @@ async def run_tool_call(
     # What goes to the plugins, the transcript and the model: bounded, never a configured
     # secret.
     content = cut_tool_result(scrub(output.content), turn.runner.config.limits)
+    if note is not None:  # what the model must know about this response (dropped calls)
+        content = f"{content}\n{note}"
     output = ToolOutput(content, scrub_data(output.details), output.is_error)
     duration_ms = (time.perf_counter() - started) * 1000
     await turn.host.dispatch(

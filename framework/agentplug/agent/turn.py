@@ -16,6 +16,7 @@ from agentplug_hookspecs.common import AgentContext, MessageContext, ThreadId
 from agentplug_hookspecs.tools import ToolContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentplug.agent.action_tools import ToolPolicy
 from agentplug.agent.config import AgentConfig
 from agentplug.agent.providers.base import ModelProvider
 from agentplug.agent.tools import ToolRegistry
@@ -100,6 +101,7 @@ class TurnRunner(Protocol):
     host: Any
     config: AgentConfig
     tools: ToolRegistry
+    tool_policy: ToolPolicy
     gate: ToolCallGate
     render_injections: bool
     on_delta: Callable[[str], Any] | None

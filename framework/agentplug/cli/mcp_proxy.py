@@ -66,14 +66,14 @@ class McpProxy:
         self.bridge = bridge
         self.run_id = f"mcp-{uuid.uuid4().hex[:12]}"
         config = agent_config(host.config.agent)
-        self._exclude = set(config.tools.exclude)
+        self._policy = config.tools.policy()
 
     def tools(self) -> dict[str, Tool]:
         """The tools offered to the client, by the name it calls them."""
         found: dict[str, Tool] = {}
         for source in self.sources:
             for tool in source.tools():  # named and bounded by the source, unique across them
-                if tool.name not in self._exclude:
+                if not self._policy.excludes(tool.name):
                     found[tool.name] = tool
         return found
 

@@ -94,6 +94,10 @@ class ModelRequest:
     max_response_bytes: int | None = None
     """Most bytes of response to read (``agent.limits.model_response_bytes``); a provider
     that reads more fails the call with a ``limit`` :class:`ProviderError`."""
+    max_tool_calls: int | None = None
+    """Most tool calls the runner will run from one response
+    (``agent.limits.tool_calls_per_response``): a provider may stop building calls past it
+    and count the rest in :attr:`ModelResponse.dropped_tool_calls`."""
 
 
 @dataclass
@@ -106,11 +110,14 @@ class ModelResponse:
     request_id: str | None = None
     """The provider's request id (hashed before any hook sees it)."""
     finish_reason: str | None = None
+    dropped_tool_calls: int = 0
+    """Tool calls the provider counted but did not build (past
+    :attr:`ModelRequest.max_tool_calls`)."""
 
     @property
     def has_output(self) -> bool:
         """Whether the attempt produced anything (text or tool calls)."""
-        return bool(self.text) or bool(self.tool_calls)
+        return bool(self.text) or bool(self.tool_calls) or self.dropped_tool_calls > 0
 
 
 @dataclass(frozen=True)

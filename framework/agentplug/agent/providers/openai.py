@@ -215,17 +215,17 @@ class OpenAIProvider:
                 status=status,
             )
         try:
-            text = data.decode(json.detect_encoding(data))
-            del data  # the decoded text replaces the bytes: two copies at most, not three
-            parsed = json.loads(text)
+            # json.loads on the bytes: decoding to a str first would hold a second copy of
+            # up to four bytes per character (text outside the BMP) next to the parsed body.
+            parsed = json.loads(data)
         except (ValueError, RecursionError):
             raise ProviderError(
                 f"openai provider: {url} answered HTTP {status} with a body "
                 "that is not JSON; is base_url an OpenAI-compatible /v1 endpoint?",
                 kind="malformed",
             ) from None
-        del text
-        return parse_completion(parsed, url, request_id)
+        del data
+        return parse_completion(parsed, url, request_id, max_tool_calls=request.max_tool_calls)
 
 
 async def _error_response(response: httpx.Response) -> httpx.Response:
@@ -276,8 +276,13 @@ def _malformed(url: str, what: str) -> ProviderError:
     )
 
 
-def parse_completion(data: Any, url: str, request_id: str | None = None) -> ModelResponse:
-    """A :class:`ModelResponse` from a chat-completions JSON body (strictly checked)."""
+def parse_completion(
+    data: Any, url: str, request_id: str | None = None, *, max_tool_calls: int | None = None
+) -> ModelResponse:
+    """A :class:`ModelResponse` from a chat-completions JSON body (strictly checked).
+
+    Past ``max_tool_calls`` calls are counted (``dropped_tool_calls``), not built.
+    """
     if not isinstance(data, Mapping):
         raise _malformed(url, "the body is not a JSON object")
     choices = data.get("choices")
@@ -296,7 +301,8 @@ def parse_completion(data: Any, url: str, request_id: str | None = None) -> Mode
     raw_calls = message.get("tool_calls") or []
     if not isinstance(raw_calls, list):
         raise _malformed(url, "choices[0].message.tool_calls is not a list")
-    for index, raw in enumerate(raw_calls):
+    built = raw_calls if max_tool_calls is None else raw_calls[:max_tool_calls]
+    for index, raw in enumerate(built):
         function = raw.get("function") if isinstance(raw, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise _malformed(url, f"tool_calls[{index}] has no function name")
@@ -327,4 +333,5 @@ def parse_completion(data: Any, url: str, request_id: str | None = None) -> Mode
         usage=dict(usage) if isinstance(usage, Mapping) else None,
         request_id=request_id or (str(data["id"]) if data.get("id") else None),
         finish_reason=choices[0].get("finish_reason"),
+        dropped_tool_calls=len(raw_calls) - len(built),
     )
