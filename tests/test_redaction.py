@@ -14,6 +14,7 @@ from agentplug.core.redaction import (
     MIN_SECRET_LENGTH,
     REDACTED,
     ScrubbingFilter,
+    forget_secret,
     looks_like_credential,
     register_credentials,
     register_secret,
@@ -159,3 +160,40 @@ def test_the_whitespace_the_scrubber_skips_is_what_str_isspace_accepts() -> None
     from agentplug.core.redaction import SPACES
 
     assert set(SPACES) == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+
+
+def test_scrubbing_while_another_thread_registers_secrets_never_raises() -> None:
+    import sys
+    import threading
+
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    text = "a b c " * 50
+
+    def scrubber() -> None:
+        while not stop.is_set():
+            try:
+                scrub(text)
+            except BaseException as exc:  # the failure this test exists to catch
+                errors.append(exc)
+                return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    thread = threading.Thread(target=scrubber)
+    thread.start()
+    registered: list[str] = []
+    try:
+        for i in range(150):
+            value = f"racing-secret-{secrets.token_hex(8)}-{i}"
+            register_secret(value)
+            registered.append(value)
+            if errors:
+                break
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+        for value in registered:
+            forget_secret(value)
+    assert errors == []

@@ -151,3 +151,12 @@ def test_a_session_key_the_store_refuses_is_a_400_in_one_short_line(served: Serv
             assert error.startswith("session_key ") and "\n" not in error
             assert len(error) < 300
     assert served.client.get("/api/sessions").status_code == 200
+
+
+def test_an_error_quoting_what_was_sent_never_shows_the_api_token(served: Served) -> None:
+    # The API token is a configured secret: an error that quotes the request shows none
+    # of it, not even the part a cut for length would have left whole.
+    for key in (served.token + "x" * 600, "agent:" + served.token + "%00"):
+        response = served.client.get(f"/api/sessions/{key}")
+        assert response.status_code == 400, response.text
+        assert served.token[:12] not in response.text and served.token[-12:] not in response.text

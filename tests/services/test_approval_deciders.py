@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import io
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,54 @@ def test_of_threads_racing_in_memory_every_loser_is_told_who_won_and_when() -> N
     named = f"by {winner.by} at {iso_time(winner.at)})"
     losers = [r for r in replies if not r.ok]
     assert len(losers) == 7 and all(r.status == "decided" and named in r.message for r in losers)
+
+
+def test_a_timeout_noticed_by_another_process_is_recorded_as_the_askers_not_the_noticers(
+    tmp_path: Path,
+) -> None:
+    from agentplug.services.approvals.shared import (
+        expire_pending,
+        publish_pending,
+        resolve_pending,
+    )
+
+    store = SQLiteStore(tmp_path / "state.sqlite3")
+    request = ApprovalRequest(title="Run web search", description="x", timeout_ms=1_000)
+    for approval_id, notice in (
+        ("late-cli", lambda: resolve_pending(store, "late-cli", "allow-once", by="cli")),
+        ("late-sweep", lambda: expire_pending(store, by="cli", now=time.time() + 60)),
+    ):
+        # Asked ten seconds ago with a one-second timeout: expired when another process looks.
+        pending = PendingApproval(
+            approval_id, "web_search", {"query": "x"}, request, created_at=time.time() - 10
+        )
+        publish_pending(store, pending, gateway="gw-asker")
+        notice()
+        decision = stored_decision(store, approval_id)
+        assert decision is not None and decision["resolution"] == "timeout"
+        assert decision["by"] == "gw-asker", decision
+        assert decision.get("gateway") == "cli"
+
+
+def test_an_answer_accepted_as_the_wait_times_out_is_the_decision_that_stands() -> None:
+    class CrossingResolver(ProgrammaticResolver):
+        """A person's answer lands at the very moment the broker's wait times out."""
+
+        def withdraw(self, approval_id: str) -> Any:
+            self.replies.append(self.resolve(approval_id, "allow-once", by="api"))
+            return super().withdraw(approval_id)
+
+    resolver = CrossingResolver()
+    resolver.replies = []  # type: ignore[attr-defined]
+    broker = ApprovalBroker(resolver)
+    request = ApprovalRequest(title="Run web search", description="x", timeout_ms=50)
+
+    async def main() -> Any:
+        return await broker.request("web_search", {"query": "x"}, request)
+
+    verdict = asyncio.run(main())
+    (reply,) = resolver.replies  # type: ignore[attr-defined]
+    assert reply.ok  # the person was told it was resolved...
+    assert verdict.allowed and verdict.resolution == "allow-once"  # ...and it was
+    assert broker.history[-1]["resolution"] == "allow-once"
+    assert broker.history[-1]["by"] == "api"

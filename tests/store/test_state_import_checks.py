@@ -200,3 +200,19 @@ def test_export_names_each_record_an_import_would_refuse_and_exits_1(
     assert f"{export} line 2 (kv) key: " in done.stderr
     assert f"{export} line 3 (kv) key: " in done.stderr
     assert _contents(postgres_url) == []
+
+
+def test_a_line_nested_past_the_json_parser_is_named_by_line_and_exits_2(
+    tmp_path: Path,
+) -> None:
+    records = _export()
+    path = _write(tmp_path / "export.jsonl", records)
+    with path.open("a", encoding="utf-8") as out:
+        out.write('{"kind": "kv", "namespace": "ns", "key": "deep", "value": ')
+        out.write("[" * 200_000 + "\n")
+    target = f"sqlite:///{tmp_path / 'target.sqlite3'}"
+    done = _cli(tmp_path, "import", str(path), "--url", target)
+    assert done.returncode == 2, done.stderr
+    line = len(records) + 1
+    assert f"line {line}" in done.stderr and "unexpected" not in done.stderr
+    assert not (tmp_path / "target.sqlite3").exists()

@@ -13,9 +13,12 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
+from agentplug.core.redaction import scrub, scrub_data
+
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": message, **extra}, status_code=status)
+    # Error texts often quote what a back-end said: never a configured secret.
+    return JSONResponse({"error": scrub(message), **scrub_data(extra)}, status_code=status)
 
 
 def _jsonable(value: Any) -> Any:

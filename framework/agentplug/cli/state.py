@@ -285,7 +285,7 @@ def _read_export(path: str) -> list[dict[str, Any]]:
                 continue
             try:
                 record = json.loads(text)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # nested past the parser's depth
                 bad_lines += 1
                 if len(unreadable) < SHOWN_PROBLEMS:
                     unreadable.append((number, f"{path} line {number}: not JSON ({exc})"))

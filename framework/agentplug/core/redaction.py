@@ -23,6 +23,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -37,6 +38,7 @@ __all__ = [
     "register_secret",
     "register_secrets",
     "scrub",
+    "scrub_clipped",
     "scrub_data",
     "scrub_record",
 ]
@@ -61,8 +63,20 @@ _CREDENTIAL_NAME = re.compile(
 _AUTH_SCHEME = re.compile(r"^(?:bearer|basic|token|digest|apikey)\s+", re.IGNORECASE)
 _lock = threading.Lock()
 _raw: set[str] = set()
-_pattern: re.Pattern[str] | None = None
 _factory_installed = False
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """Everything :func:`scrub` needs, built once per registration and swapped whole, so
+    a scrub running while another thread registers a secret reads one consistent view."""
+
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...]
+    """The secrets without their whitespace, for :func:`_scrub_spread`."""
+
+
+_compiled: _Compiled | None = None
 
 
 def _forms(value: str) -> set[str]:
@@ -79,15 +93,20 @@ def _forms(value: str) -> set[str]:
     return {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
 
 
-def _compile(raw: Iterable[str]) -> re.Pattern[str] | None:
+def _compile(raw: Iterable[str]) -> _Compiled | None:
+    values = list(raw)
     forms: set[str] = set()
-    for value in raw:
+    for value in values:
         forms |= _forms(value)
     if not forms:
         return None
     # Longest first: a form that contains another is replaced whole.
     ordered = sorted(forms, key=len, reverse=True)
-    return re.compile("|".join(re.escape(f) for f in ordered))
+    needles = {"".join(v.split()) for v in values}
+    return _Compiled(
+        re.compile("|".join(re.escape(f) for f in ordered)),
+        tuple(n for n in needles if len(n) >= MIN_SECRET_LENGTH),
+    )
 
 
 def register_secret(value: object) -> bool:
@@ -97,18 +116,16 @@ def register_secret(value: object) -> bool:
     (after stripping surrounding whitespace) is ignored. Registering a value twice is
     cheap and changes nothing.
     """
-    global _pattern
+    global _compiled
     if not isinstance(value, str):
         return False
     value = value.strip()
     if len(value) < MIN_SECRET_LENGTH:
         return False
-    if value in _raw:
-        return True
     with _lock:
         if value not in _raw:
             _raw.add(value)
-            _pattern = _compile(_raw)
+            _compiled = _compile(_raw)
     _install_record_factory()
     return True
 
@@ -141,28 +158,39 @@ def register_credentials(values: Mapping[str, object] | None) -> int:
 
 def forget_secret(value: str) -> None:
     """Stop scrubbing ``value`` (for a rotated secret whose old value is harmless)."""
-    global _pattern
+    global _compiled
     with _lock:
         _raw.discard(value.strip())
-        _pattern = _compile(_raw)
+        _compiled = _compile(_raw)
 
 
 def scrub(text: str) -> str:
     """``text`` with every registered secret (in every echoed form) replaced by ``***``."""
-    pattern = _pattern
-    if pattern is None or not text:
+    compiled = _compiled
+    if compiled is None or not text:
         return text
-    text = pattern.sub(REDACTED, text)
+    text = compiled.pattern.sub(REDACTED, text)
     if _WHITESPACE.search(text) is not None:
-        text = _scrub_spread(text, _raw)
+        text = _scrub_spread(text, compiled.needles)
     return text
 
 
-def _scrub_spread(text: str, raw: Iterable[str]) -> str:
+def scrub_clipped(text: str, limit: int, ellipsis: str = "...") -> str:
+    """``text`` scrubbed, then cut to ``limit`` characters (ending with ``ellipsis``).
+
+    In this order: a secret that a cut went through could no longer be recognised, and
+    its first part would be shown.
+    """
+    clean = scrub(text)
+    if len(clean) <= limit:
+        return clean
+    return clean[: max(0, limit - len(ellipsis))] + ellipsis
+
+
+def _scrub_spread(text: str, all_needles: tuple[str, ...]) -> str:
     """Replace secrets that whitespace was inserted into (a wrapped or re-spaced line)."""
     squeezed = text.translate(_DROP_SPACES)  # one pass in C
-    needles = [n for n in ("".join(v.split()) for v in raw) if len(n) >= MIN_SECRET_LENGTH]
-    needles = [n for n in needles if n in squeezed]
+    needles = [n for n in all_needles if n in squeezed]
     if not needles:  # the common case: no position map to build
         return text
     positions = [i for i, ch in enumerate(text) if ch not in SPACES]
@@ -186,7 +214,7 @@ def _scrub_spread(text: str, raw: Iterable[str]) -> str:
 
 def scrub_data(value: Any) -> Any:
     """A JSON-like value (dicts, lists, strings) with every string scrubbed; keys too."""
-    if _pattern is None:
+    if _compiled is None:
         return value
     if isinstance(value, str):
         return scrub(value)
@@ -199,7 +227,7 @@ def scrub_data(value: Any) -> Any:
 
 def scrub_record(record: logging.LogRecord) -> logging.LogRecord:
     """Scrub one log record in place: message and arguments, exception text, stack."""
-    if _pattern is None:
+    if _compiled is None:
         return record
     try:
         message = record.getMessage()
@@ -215,6 +243,8 @@ def scrub_record(record: logging.LogRecord) -> logging.LogRecord:
             # The exception object itself still holds the secret: handlers format
             # ``exc_text`` when ``exc_info`` is gone.
             record.exc_info, record.exc_text = None, clean
+        else:
+            record.exc_text = text  # formatted once: handlers reuse it
     elif record.exc_text:
         record.exc_text = scrub(record.exc_text)
     if record.stack_info:

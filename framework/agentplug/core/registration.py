@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -49,6 +50,40 @@ class HookRelayManager(pluggy.PluginManager):
         return super().parse_hookimpl_opts(plugin, name)
 
 
+@dataclass(frozen=True)
+class CallShape:
+    """What a caller must pass to a callable: its positional parameters without a default
+    (names, in order), whether it takes ``*args``, and its keyword-only parameters without
+    a default (which a positional caller can never pass).
+
+    The one rule for every callback agentplug calls (hook handlers, trusted policies,
+    session cleanup callbacks): only parameters without a default count, so a defaulted
+    one keeps its default (``lambda event, pid=pid: ...`` binds a loop variable).
+    """
+
+    required: tuple[str, ...]
+    var_positional: bool
+    keyword_only: tuple[str, ...]
+
+
+def call_shape(function: Callable[..., Any]) -> CallShape | None:
+    """The :class:`CallShape` of ``function`` (``None`` when it has no signature)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+    params = list(signature.parameters.values())
+    return CallShape(
+        tuple(
+            p.name
+            for p in params
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ),
+        any(p.kind is p.VAR_POSITIONAL for p in params),
+        tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty),
+    )
+
+
 def positional_wrapper(function: Callable[..., Any]) -> Callable[..., Any]:
     """Adapt an ``api.on`` handler to the ``(event, ctx)`` a hook passes.
 
@@ -57,25 +92,16 @@ def positional_wrapper(function: Callable[..., Any]) -> Callable[..., Any]:
     A defaulted parameter keeps its default (``lambda event, pid=pid: ...`` binds a loop
     variable). Raises ``TypeError`` when the handler requires more than a hook passes.
     """
-    try:
-        signature = inspect.signature(function)
-    except (TypeError, ValueError):
+    shape = call_shape(function)
+    if shape is None:
         return lambda event, ctx: function(event, ctx)
-    params = list(signature.parameters.values())
-    required = [
-        p
-        for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
-    ]
-    keyword_only = [p for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
-    has_var = any(p.kind is p.VAR_POSITIONAL for p in params)
-    if len(required) > 2 or keyword_only:
-        extra = [p.name for p in required[2:] + keyword_only]
+    if len(shape.required) > 2 or shape.keyword_only:
+        extra = [*shape.required[2:], *shape.keyword_only]
         raise TypeError(
             f"handler {getattr(function, '__qualname__', function)!r} requires argument(s) "
             f"{extra} that a hook never passes; handlers receive (event, ctx)"
         )
-    names = tuple(p.name for p in required)
+    names, has_var, required = shape.required, shape.var_positional, shape.required
     # pluggy passes arguments by the names of the parameters without defaults, and binds
     # only functions and bound methods (a partial or a callable object needs a wrapper).
     hookable = inspect.isfunction(function) or inspect.ismethod(function)

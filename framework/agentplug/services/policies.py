@@ -54,6 +54,7 @@ from agentplug_hookspecs.tools import ApprovalRequest, ToolCallEvent, ToolCallRe
 from pydantic import ValidationError
 
 from agentplug.core.errors import PluginLoadError
+from agentplug.core.registration import call_shape
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost, PluginRecord
@@ -79,25 +80,20 @@ def _called_with_event_and_ctx(evaluate: Callable[..., Any]) -> Callable[[Any, A
     to the ``(event, ctx)`` call policies get; raise ``TypeError`` for any other shape
     (refused at registration, so that no call ever fails on the arity). Only parameters
     without a default count: ``lambda event, pid=pid: ...`` keeps its ``pid``."""
-    try:
-        signature = inspect.signature(evaluate)
-    except (TypeError, ValueError):  # a builtin without a signature: trust the docs
+    shape = call_shape(evaluate)
+    if shape is None:  # a builtin without a signature: trust the docs
         return evaluate
-    params = list(signature.parameters.values())
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    keyword_only = [p.name for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty]
-    if len(required) > 2 or keyword_only:
-        extra = [p.name for p in required[2:]] + keyword_only
+    if len(shape.required) > 2 or shape.keyword_only:
+        extra = [*shape.required[2:], *shape.keyword_only]
         raise TypeError(
             f"evaluate requires argument(s) {extra} that a policy is never given; write "
             "evaluate(event, ctx) or evaluate(event)"
         )
-    if len(required) == 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
+    if len(shape.required) == 2 or shape.var_positional:
         return evaluate
-    if not required:
+    if not shape.required:
         return lambda event, ctx: evaluate()
-    if required[0].name == "ctx":
+    if shape.required[0] == "ctx":
         return lambda event, ctx: evaluate(ctx)
     return lambda event, ctx: evaluate(event)
 

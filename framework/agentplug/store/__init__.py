@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentplug.store.base import StateStore, StateStoreUnavailable, StateUrlError, StoreKeyError
+from agentplug.store.base import (
+    StateStore,
+    StateStoreUnavailable,
+    StateUrlError,
+    StoreKeyError,
+    StoreLimitError,
+)
 from agentplug.store.memory import MemoryStore
 from agentplug.store.sqlite import SQLiteStore
 
@@ -29,6 +35,7 @@ __all__ = [
     "StateStoreUnavailable",
     "StateUrlError",
     "StoreKeyError",
+    "StoreLimitError",
     "configured_state_url",
     "host_store",
     "open_store",

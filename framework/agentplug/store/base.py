@@ -7,6 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
+from agentplug.core.redaction import scrub_clipped
+
 __all__ = [
     "KEY_RULE",
     "MAX_KEY_BYTES",
@@ -16,6 +18,7 @@ __all__ = [
     "StateStoreUnavailable",
     "StateUrlError",
     "StoreKeyError",
+    "StoreLimitError",
     "TransferableStore",
     "check_key",
     "check_locks",
@@ -50,6 +53,11 @@ Well below PostgreSQL's btree limit (about 2.7 KB for a whole index row), so a n
 and a key of this size together still fit one index row on every backend."""
 
 
+class StoreLimitError(ValueError):
+    """The database refused a call past one of its own limits (a value too large for
+    it): the same call fails every time, so it is never retried nor an outage."""
+
+
 class StoreKeyError(ValueError):
     """A name given to the store breaks the key rule: it is not a string, holds a NUL
     character, is not valid Unicode, or is over :data:`MAX_KEY_BYTES` bytes of UTF-8.
@@ -82,8 +90,8 @@ def key_problem(name: object, *, sized: bool = True) -> str | None:
 
 
 def _shown(name: object) -> str:
-    if isinstance(name, str) and len(name) > _SHOWN_CHARS:
-        return repr(name[:_SHOWN_CHARS] + "...")
+    if isinstance(name, str):
+        return repr(scrub_clipped(name, _SHOWN_CHARS + 3))
     return repr(name)
 
 

@@ -23,6 +23,7 @@ from agentplug.store.base import (
     SCHEMA_VERSION,
     Claimed,
     StateStoreUnavailable,
+    StoreLimitError,
     check_key,
     check_locks,
     check_name,
@@ -63,8 +64,7 @@ _NOW = "extract(epoch from clock_timestamp())"
 _MIGRATE_LOCK = "agentplug.schema"
 
 _RETRYABLE = (psycopg.OperationalError, psycopg_pool.PoolTimeout)
-# Server errors that are OperationalErrors but no outage: the same call fails the same way
-# every time (a value past a server limit), so it is raised at once, never retried.
+# Past a server limit: the same call fails every time; StoreLimitError at once, no retry.
 _NOT_RETRYABLE = (psycopg.errors.ProgramLimitExceeded,)
 # The shortest wait for a pooled connection, even once the budget is spent: a call makes
 # at least one attempt (retry_ms=0 means "do not retry", not "do not connect").
@@ -216,8 +216,8 @@ class PostgresStore:
         if conn is not None:
             try:
                 return work(conn)
-            except _NOT_RETRYABLE:
-                raise
+            except _NOT_RETRYABLE as exc:
+                raise StoreLimitError(f"{self.display_url}: {self._text(exc)}") from None
             except _RETRYABLE as exc:
                 _log.warning(
                     "state store %s: %s (inside atomic)",
@@ -230,8 +230,8 @@ class PostgresStore:
         while True:
             try:
                 result = self._once(work, deadline)
-            except _NOT_RETRYABLE:
-                raise
+            except _NOT_RETRYABLE as exc:
+                raise StoreLimitError(f"{self.display_url}: {self._text(exc)}") from None
             except (_Ambiguous, *_RETRYABLE) as exc:
                 ambiguous = isinstance(exc, _Ambiguous)
                 cause = self._text(exc.__cause__ if ambiguous and exc.__cause__ else exc)

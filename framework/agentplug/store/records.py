@@ -79,7 +79,7 @@ _Count = Annotated[int, Field(ge=0, le=MAX_COUNTER)]
 def _json_value(value: Any) -> Any:
     try:
         dump_value(value)
-    except TypeError as exc:
+    except (TypeError, RecursionError) as exc:
         raise PydanticCustomError("json_value", "{why}", {"why": str(exc)}) from None
     return value
 

@@ -38,6 +38,7 @@ from agentplug.actions.registry import ActionConflictError, normalize_action_nam
 from agentplug.api.responses import _error
 from agentplug.api.routes.base import ApiBase
 from agentplug.core.datafiles import DataFileError, read_data_file
+from agentplug.core.redaction import scrub_data
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -283,7 +284,8 @@ class CustomActionRoutes(ApiBase):
             if is_code:
                 self._code_tests -= 1
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        return JSONResponse({"ok": output.ok, "output": output.output, "duration_ms": duration_ms})
+        shown = scrub_data(output.output)  # a test run may echo a credential it was given
+        return JSONResponse({"ok": output.ok, "output": shown, "duration_ms": duration_ms})
 
 
 class _CustomOwner:

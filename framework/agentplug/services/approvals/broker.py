@@ -333,9 +333,14 @@ class ApprovalBroker:
             self._in_flight.pop(aid, None)
             if not cancel_signal.done():
                 cancel_signal.cancel()
+        # Asked before the resolver's wait is abandoned (that ends its future): an answer
+        # accepted just as the wait timed out is the decision, not a timeout.
+        crossed = self._accepted_meanwhile(aid) if not done else None
         for fut in waits[1:]:
             if fut not in done:
                 _abandon(fut)
+        if crossed is not None:
+            return self._local_answer(pending, crossed)
         if watch is not None and watch in done:
             failure = watch.exception() if not watch.cancelled() else asyncio.CancelledError()
             if failure is not None:
@@ -354,6 +359,23 @@ class ApprovalBroker:
         if word == "cancelled":
             return self._verdict(pending, word, self.gateway)
         return self._verdict(pending, str(stands["resolution"]), stands.get("by"))
+
+    def _accepted_meanwhile(self, approval_id: str) -> asyncio.Future[Any] | None:
+        """The answer the resolver accepted while the wait was timing out (a resolved
+        future), after withdrawing the approval from it; ``None`` when there is none."""
+        withdraw = getattr(self.resolver, "withdraw", None)
+        if not callable(withdraw):
+            return None
+        try:
+            answer = withdraw(approval_id)
+        except Exception as exc:
+            log.warning("the resolver's withdraw() raised %s", type(exc).__name__)
+            return None
+        if answer is None:
+            return None
+        crossed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        crossed.set_result(answer)
+        return crossed
 
     def _local_answer(self, pending: PendingApproval, task: asyncio.Future[Any]) -> ApprovalVerdict:
         request = pending.request

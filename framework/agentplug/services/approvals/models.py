@@ -24,6 +24,8 @@ from agentplug_hookspecs.tools import (
     ApprovalResolution,
 )
 
+from agentplug.core.redaction import scrub_clipped
+
 __all__ = [
     "Answer",
     "AnyResolver",
@@ -169,9 +171,9 @@ def _timeout_ms(request: ApprovalRequest) -> int:
 
 
 def _clean(text: str, limit: int = 4_000) -> str:
-    """Drop control characters (terminal escape injection) and bound the length."""
+    """Drop control characters (terminal escape injection), secrets, and bound the length."""
     cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
-    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+    return scrub_clipped(cleaned, limit, "…")
 
 
 ResolveStatus = Literal[

@@ -42,7 +42,9 @@ class _Waiting:
 
 def decider(by: str | None) -> str:
     """Who a resolution made now is recorded as: ``plugin:<id>`` while a plugin's handler
-    (or a task it started) runs, whatever it passed; else ``by``, else ``host``."""
+    (or an asyncio task it started) runs, whatever it passed; else ``by``, else ``host``.
+    A thread a plugin starts carries no handler context: there ``by`` is recorded as
+    given."""
     plugin_id = current_handler_context().plugin_id
     if plugin_id:
         return f"plugin:{plugin_id}"
@@ -147,11 +149,30 @@ class ProgrammaticResolver:
             at,
         )
 
+    def withdraw(self, approval_id: str) -> Answer | None:
+        """Told by the broker that ``approval_id`` timed out: withdraw it, unless an
+        answer was accepted in the meantime (it crossed the timeout): then return that
+        answer, which the broker adopts, so a caller told "resolved" was told the truth."""
+        with self._lock:
+            waiting = self._waiting.get(approval_id)
+            if waiting is None:
+                return None
+            if waiting.decided:
+                accepted = self._settled.get(approval_id)
+                chosen = parse_decision(str(accepted.get("resolution"))) if accepted else None
+                if accepted is not None and chosen is not None:
+                    return Answer(chosen, str(accepted.get("by") or "host"))
+                return None
+            waiting.decided = True
+            return None
+
     def settled(self, approval_id: str, resolution: str, by: str | None) -> None:
         """Told by the broker once ``approval_id`` is settled (however it was): a later
         answer is refused with what stands instead of "no pending approval"."""
         with self._lock:
-            if approval_id not in self._settled:
+            remembered = self._settled.get(approval_id)
+            # What the broker settled stands, whatever this resolver had remembered.
+            if remembered is None or remembered.get("resolution") != resolution:
                 self._remember(approval_id, {"resolution": resolution, "by": by, "at": time.time()})
             waiting = self._waiting.get(approval_id)
             if waiting is not None:

@@ -160,7 +160,7 @@ def resolve_pending(
             "invalid",
         )
     if time.time() >= float(row.get("expires_at", float("inf"))):
-        _, stands = record_decision(store, approval_id, "timeout", by=by)
+        _, stands = _record_timeout(store, row, noticed_by=by)
         return decided_reply(approval_id, stands)
     won, stands = record_decision(store, approval_id, chosen, by=by)
     if not won:
@@ -172,6 +172,16 @@ def resolve_pending(
         by,
         float(stands["at"]),
     )
+
+
+def _record_timeout(
+    store: StateStore, row: Mapping[str, Any], *, noticed_by: str
+) -> tuple[bool, dict[str, Any]]:
+    """Record the timeout of the published ``row``: the asking gateway's (a timeout is
+    its broker's decision, whoever happened to notice it), ``noticed_by`` as the gateway
+    that wrote it down."""
+    asker = str(row.get("gateway") or "timeout")
+    return record_decision(store, str(row["id"]), "timeout", by=asker, gateway=noticed_by)
 
 
 def unknown_reply(approval_id: str, pending_ids: list[str]) -> ResolveReply:
@@ -195,7 +205,7 @@ def expire_pending(store: StateStore, *, by: str = "store", now: float | None = 
     fired = 0
     for row in list_pending(store):
         if now >= float(row.get("expires_at", float("inf"))):
-            won, _ = record_decision(store, str(row["id"]), "timeout", by=by)
+            won, _ = _record_timeout(store, row, noticed_by=by)
             fired += won
     for key, value in store.items(DECISIONS_NAMESPACE):
         if isinstance(value, Mapping) and now - float(value.get("at", now)) > _KEEP_DECISIONS_S:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentplug.core.registration import call_shape
 from agentplug.services.sessions import injections as _injections
 from agentplug.services.sessions.api import (
     InjectionReceipt,
@@ -492,15 +493,7 @@ class SessionServices:
 
 def _call_flexible(callback: Callable[..., Any], reason: str, session_key: str | None) -> Any:
     # A defaulted parameter keeps its default (``lambda reason, tag=tag: ...``), as for hooks.
-    try:
-        params = [
-            p
-            for p in inspect.signature(callback).parameters.values()
-            if p.kind is p.VAR_POSITIONAL
-            or (p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
-        ]
-    except (TypeError, ValueError):
-        params = []
-    if len(params) == 1 and params[0].kind is not params[0].VAR_POSITIONAL:
+    shape = call_shape(callback)
+    if shape is not None and len(shape.required) == 1 and not shape.var_positional:
         return callback(reason)
     return callback(reason, session_key)

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from urllib.parse import quote, unquote
 
 from agentplug.core.errors import AgentplugError
+from agentplug.core.redaction import scrub, scrub_clipped
 from agentplug.store.base import KEY_RULE, key_problem
 
 __all__ = [
@@ -166,7 +167,8 @@ def _check_session_key(session_key: Any) -> str:
     if problem is not None:
         shown = repr(session_key)
         if len(shown) > 60:
-            shown = f"{shown[:40]}... ({len(shown)} characters)"
+            shown = f"{scrub_clipped(shown, 43)} ({len(shown)} characters)"
+        shown = scrub(shown)
         raise SessionStateError(f"session_key {problem}; got {shown}")
     checked: str = session_key
     return checked
