@@ -11,9 +11,16 @@ Plugin authors::
 
 Hosts::
 
-    host = agentplug.PluginHost(config)
-    host.load_installed()
-    result = await host.hooks.before_tool_call({"tool_name": "exec", "params": {...}})
+    gateway = agentplug.Gateway.from_config("agentplug.json", load_plugins=True)
+    await gateway.start()
+    result = await gateway.runner.handle_inbound({"content": "hi", "sender_id": "u1"})
+
+This module is the front door: the names plugin authors and hosts use. The public
+subpackages are :mod:`agentplug.testing` (pytest fixtures, scenarios),
+:mod:`agentplug.actions` (the action model, custom actions), :mod:`agentplug.agent`
+(model providers, tools, MCP), :mod:`agentplug.store` (state stores) and
+:mod:`agentplug.adapters` (PydanticAI, LangChain); the contract's types live in
+:mod:`agentplug_hookspecs`. Everything else is private to the framework.
 
 (PYTEST_DONT_REWRITE: the pytest plugin ships in this distribution; the runtime itself
 has no test assertions to rewrite.)
@@ -21,6 +28,8 @@ has no test assertions to rewrite.)
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from agentplug.core.errors import (
@@ -31,248 +40,166 @@ from agentplug.core.errors import (
     PluginLoadError,
     UnknownHookError,
 )
-from agentplug.core.markers import HandlerOptions, hookimpl
-from agentplug.core.services import wire_outcome_filter, wire_service
-
-# The composition root: the core resolves these services and filters by name, so that
-# it never imports a layer above it (see agentplug.core.services and CONTRIBUTING.md).
-wire_service("store", "agentplug.store:host_store")
-wire_service("trusted_policies", "agentplug.services.policies:TrustedToolPolicies")
-wire_service("sessions", "agentplug.services.sessions:SessionServices")
-wire_service("actions", "agentplug.actions.builtins:action_runtime")
-wire_service("plugin_sources", "agentplug.plugins.ejected:PluginSources")
-wire_outcome_filter("exec_env", "agentplug.security.execenv:exec_env_outcome")
+from agentplug.core.markers import hookimpl
 
 __version__ = "0.1.0"
 
-# The contract's models, the runtime and the action APIs load on first use: plugin modules
-# only need ``hookimpl`` at import time (pluggy, no pydantic model), and pytest imports
-# ``agentplug.testing.pytest_plugin`` in every session of an environment where agentplug is
-# installed. ``tests/test_startup.py`` holds the list of what ``import agentplug`` loads.
+# The front door loads on first use: plugin modules only need ``hookimpl`` at import time
+# (pluggy, no pydantic model), and pytest imports ``agentplug.testing.pytest_plugin`` in
+# every session of an environment where agentplug is installed. ``tests/test_startup.py``
+# holds the list of what ``import agentplug`` loads.
 _LAZY = {
-    "Context": "agentplug_hookspecs",
-    "Event": "agentplug_hookspecs",
-    "FailurePolicy": "agentplug_hookspecs",
-    "HookDecl": "agentplug_hookspecs",
-    "HookKind": "agentplug_hookspecs",
-    "Result": "agentplug_hookspecs",
-    "declare": "agentplug_hookspecs",
-    "PluginHost": "agentplug.core.host",
-    "PluginApi": "agentplug.core.host",
-    "PluginRecord": "agentplug.core.host",
+    "PluginHost": "agentplug.gateway.host",
+    "PluginApi": "agentplug.gateway.host",
+    "PluginRecord": "agentplug.core.records",
+    "Gateway": "agentplug.gateway.assembly",
     "AgentplugConfig": "agentplug.core.config",
     "load_config": "agentplug.core.config",
     "DispatchResult": "agentplug.core.dispatch",
     "HandlerReport": "agentplug.core.dispatch",
     "HandlerStatus": "agentplug.core.dispatch",
-    "filter_exec_env": "agentplug.security.execenv",
+    "AgentRunner": "agentplug.agent.runner",
+    "InboundMessage": "agentplug.agent.turn",
+    "TurnResult": "agentplug.agent.turn",
+    "ScriptedProvider": "agentplug.agent.providers.scripted",
+    "ToolCallPipeline": "agentplug.agent.pipeline",
+    "ApprovalBroker": "agentplug.services.approvals.broker",
+    "AbortController": "agentplug.services.signals",
+    "AbortSignal": "agentplug.services.signals",
     "Action": "agentplug.actions.model",
     "ActionParameter": "agentplug.actions.model",
     "ActionResult": "agentplug.actions.model",
-    "Message": "agentplug.actions.model",
-    "ActionRegistry": "agentplug.actions.registry",
-    "ActionConflictError": "agentplug.actions.registry",
-    "run_action_flow": "agentplug.actions.flow",
-    "FlowResult": "agentplug.actions.flow",
-    "DeterministicActionSelector": "agentplug.actions.flow",
-    "prepare_turn": "agentplug.services.turns",
-    "guard_run": "agentplug.services.turns",
-    "send_message": "agentplug.services.turns",
-    "ShutdownFinalizer": "agentplug.services.lifecycle",
-    "CronService": "agentplug.services.lifecycle",
-    "ClusterCron": "agentplug.services.cron_cluster",
-    "CronLease": "agentplug.services.cron_cluster",
-    "CronRun": "agentplug.services.cron_cluster",
-    "CronTick": "agentplug.services.cron_cluster",
-    "CustomActionDef": "agentplug.actions.custom",
-    "CustomActionServices": "agentplug.actions.custom",
-    "load_custom_actions": "agentplug.actions.custom",
-    "def_to_action": "agentplug.actions.custom",
-    "register_custom_action_live": "agentplug.actions.custom",
-    "build_test_handler": "agentplug.actions.custom",
-    "SSRFPolicy": "agentplug.security.ssrf",
-    "SSRFBlocked": "agentplug.security.ssrf",
-    "guarded_fetch": "agentplug.security.ssrf",
-    "ApprovalBroker": "agentplug.services.approvals",
-    "ScriptedResolver": "agentplug.services.approvals",
-    "SyncHost": "agentplug.core.sync",
-    "MemoryStore": "agentplug.store",
-    "SQLiteStore": "agentplug.store",
     "StateStoreUnavailable": "agentplug.store",
-    "store_from_config": "agentplug.store",
-    "ConfigFileError": "agentplug.core.config",
-    "DataFileError": "agentplug.core.datafiles",
-    "read_data_file": "agentplug.core.datafiles",
-    "check_config": "agentplug.actions.config_check",
-    "TerminalRuns": "agentplug.actions.builtins.comms",
-    "SandboxBudget": "agentplug.sandbox",
-    "upstream_request_id_hash": "agentplug.services.modelcalls",
-    "AgentRunner": "agentplug.agent",
-    "InboundMessage": "agentplug.agent",
-    "TurnResult": "agentplug.agent",
-    "ToolRegistry": "agentplug.agent",
-    "ModelProvider": "agentplug.agent",
-    "ModelRequest": "agentplug.agent",
-    "ModelResponse": "agentplug.agent",
-    "ProviderError": "agentplug.agent",
-    "ProviderRegistry": "agentplug.agent",
-    "ScriptedProvider": "agentplug.agent",
-    "OpenAIProvider": "agentplug.agent",
-    "ReplyDispatcher": "agentplug.services.replies",
-    "GateBridge": "agentplug.agent.bridge",
-    "CallIds": "agentplug.agent.bridge",
-    "McpServerConfig": "agentplug.agent.mcp",
-    "McpToolSource": "agentplug.agent.mcp",
+}
+
+# Names the root exported before the front door shrank: they still import, with a
+# DeprecationWarning naming where they live now (CHANGELOG.md lists every move).
+_MOVED = {
+    "Context": ("agentplug_hookspecs", "agentplug_hookspecs"),
+    "Event": ("agentplug_hookspecs", "agentplug_hookspecs"),
+    "FailurePolicy": ("agentplug_hookspecs", "agentplug_hookspecs"),
+    "HookDecl": ("agentplug_hookspecs", "agentplug_hookspecs"),
+    "HookKind": ("agentplug_hookspecs", "agentplug_hookspecs"),
+    "Result": ("agentplug_hookspecs", "agentplug_hookspecs"),
+    "declare": ("agentplug_hookspecs", "agentplug_hookspecs"),
+    "HandlerOptions": ("agentplug.core.markers", "agentplug.hookimpl(priority=..., ...)"),
+    "Message": ("agentplug.actions.model", "agentplug.actions"),
+    "ActionRegistry": ("agentplug.actions.registry", "agentplug.actions"),
+    "ActionConflictError": ("agentplug.actions.registry", "agentplug.actions"),
+    "run_action_flow": ("agentplug.actions.flow", "agentplug.actions"),
+    "FlowResult": ("agentplug.actions.flow", "agentplug.actions"),
+    "DeterministicActionSelector": ("agentplug.actions.flow", "agentplug.actions"),
+    "CustomActionDef": ("agentplug.actions.custom", "agentplug.actions"),
+    "CustomActionServices": ("agentplug.actions.custom", "agentplug.actions"),
+    "load_custom_actions": ("agentplug.actions.custom", "agentplug.actions"),
+    "def_to_action": ("agentplug.actions.custom", "agentplug.actions"),
+    "register_custom_action_live": ("agentplug.actions.custom", "agentplug.actions"),
+    "build_test_handler": ("agentplug.actions.custom", "agentplug.actions"),
+    "check_config": ("agentplug.actions.config_check", "agentplug.actions"),
+    "TerminalRuns": ("agentplug.actions.builtins.comms", "gateway.terminal"),
+    "MemoryStore": ("agentplug.store", "agentplug.store"),
+    "SQLiteStore": ("agentplug.store", "agentplug.store"),
+    "store_from_config": ("agentplug.store", "agentplug.store"),
+    "ToolRegistry": ("agentplug.agent", "agentplug.agent"),
+    "ModelProvider": ("agentplug.agent", "agentplug.agent"),
+    "ModelRequest": ("agentplug.agent", "agentplug.agent"),
+    "ModelResponse": ("agentplug.agent", "agentplug.agent"),
+    "ProviderError": ("agentplug.agent", "agentplug.agent"),
+    "ProviderRegistry": ("agentplug.agent", "agentplug.agent"),
+    "OpenAIProvider": ("agentplug.agent", "agentplug.agent"),
+    "McpServerConfig": ("agentplug.agent.mcp", "agentplug.agent"),
+    "McpToolSource": ("agentplug.agent.mcp", "agentplug.agent"),
+    "CallIds": ("agentplug.agent.pipeline", "agentplug.agent"),
+    "GateBridge": ("agentplug.gateway.compat", "gateway.tool_calls (agentplug.ToolCallPipeline)"),
+    "ReplyDispatcher": ("agentplug.services.replies", "gateway.replies"),
+    "ScriptedResolver": ("agentplug.services.approvals", "agentplug.testing"),
+    "SyncHost": ("agentplug.core.sync", "host.sync"),
+    "ConfigFileError": ("agentplug.core.config", "agentplug.ConfigError (its base)"),
+    "DataFileError": ("agentplug.core.datafiles", "agentplug.AgentplugError (its base)"),
+    "read_data_file": ("agentplug.core.datafiles", "agentplug.load_config"),
+    "filter_exec_env": ("agentplug.security.execenv", "the resolve_exec_env hook"),
+    "SSRFPolicy": ("agentplug.security.ssrf", "agentplug.actions"),
+    "SSRFBlocked": ("agentplug.security.ssrf", "agentplug.actions"),
+    "guarded_fetch": ("agentplug.security.ssrf", "agentplug.actions"),
+    "SandboxBudget": ("agentplug.sandbox", "actions.code in the config"),
+    "prepare_turn": ("agentplug.services.turns", "gateway.runner"),
+    "guard_run": ("agentplug.services.turns", "gateway.runner"),
+    "send_message": ("agentplug.services.turns", "gateway.replies"),
+    "ShutdownFinalizer": ("agentplug.services.lifecycle", "gateway.stop()"),
+    "CronService": ("agentplug.services.lifecycle", "gateway.cron"),
+    "ClusterCron": ("agentplug.services.cron_cluster", "gateway.cron"),
+    "CronLease": ("agentplug.services.cron_cluster", "gateway.cron"),
+    "CronRun": ("agentplug.services.cron_cluster", "gateway.cron"),
+    "CronTick": ("agentplug.services.cron_cluster", "gateway.cron"),
+    "upstream_request_id_hash": ("agentplug.services.modelcalls", "the model_call_* hooks"),
 }
 
 if TYPE_CHECKING:
-    from agentplug_hookspecs import (
-        Context,
-        Event,
-        FailurePolicy,
-        HookDecl,
-        HookKind,
-        Result,
-        declare,
-    )
-
-    from agentplug.actions.builtins.comms import TerminalRuns
-    from agentplug.actions.config_check import check_config
-    from agentplug.actions.custom import (
-        CustomActionDef,
-        CustomActionServices,
-        build_test_handler,
-        def_to_action,
-        load_custom_actions,
-        register_custom_action_live,
-    )
-    from agentplug.actions.flow import DeterministicActionSelector, FlowResult, run_action_flow
-    from agentplug.actions.model import Action, ActionParameter, ActionResult, Message
-    from agentplug.actions.registry import ActionConflictError, ActionRegistry
-    from agentplug.agent import (
-        AgentRunner,
-        InboundMessage,
-        ModelProvider,
-        ModelRequest,
-        ModelResponse,
-        OpenAIProvider,
-        ProviderError,
-        ProviderRegistry,
-        ScriptedProvider,
-        ToolRegistry,
-        TurnResult,
-    )
-    from agentplug.agent.bridge import CallIds, GateBridge
-    from agentplug.agent.mcp import McpServerConfig, McpToolSource
-    from agentplug.core.config import AgentplugConfig, ConfigFileError, load_config
-    from agentplug.core.datafiles import DataFileError, read_data_file
+    from agentplug.actions.model import Action, ActionParameter, ActionResult
+    from agentplug.agent.pipeline import ToolCallPipeline
+    from agentplug.agent.providers.scripted import ScriptedProvider
+    from agentplug.agent.runner import AgentRunner
+    from agentplug.agent.turn import InboundMessage, TurnResult
+    from agentplug.core.config import AgentplugConfig, load_config
     from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
-    from agentplug.core.host import PluginApi, PluginHost, PluginRecord
-    from agentplug.core.sync import SyncHost
-    from agentplug.sandbox import SandboxBudget
-    from agentplug.security.execenv import filter_exec_env
-    from agentplug.security.ssrf import SSRFBlocked, SSRFPolicy, guarded_fetch
-    from agentplug.services.approvals import ApprovalBroker, ScriptedResolver
-    from agentplug.services.cron_cluster import ClusterCron, CronLease, CronRun, CronTick
-    from agentplug.services.lifecycle import CronService, ShutdownFinalizer
-    from agentplug.services.modelcalls import upstream_request_id_hash
-    from agentplug.services.replies import ReplyDispatcher
-    from agentplug.services.turns import guard_run, prepare_turn, send_message
-    from agentplug.store import MemoryStore, SQLiteStore, StateStoreUnavailable, store_from_config
+    from agentplug.core.records import PluginRecord
+    from agentplug.gateway.assembly import Gateway
+    from agentplug.gateway.host import PluginApi, PluginHost
+    from agentplug.services.approvals.broker import ApprovalBroker
+    from agentplug.services.signals import AbortController, AbortSignal
+    from agentplug.store import StateStoreUnavailable
 
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None:
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    moved = _MOVED.get(name)
+    if moved is None:
         raise AttributeError(f"module 'agentplug' has no attribute {name!r}")
-    import importlib
+    where, instead = moved
+    warnings.warn(
+        f"agentplug.{name} is no longer part of the front door; use {instead} (see CHANGELOG.md)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(where), name)
 
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 __all__ = [
+    "AbortController",
+    "AbortSignal",
     "Action",
-    "ActionConflictError",
     "ActionParameter",
-    "ActionRegistry",
     "ActionResult",
     "AgentRunner",
     "AgentplugConfig",
     "AgentplugError",
     "ApprovalBroker",
-    "CallIds",
-    "ClusterCron",
     "ConfigError",
-    "ConfigFileError",
-    "Context",
-    "CronLease",
-    "CronRun",
-    "CronService",
-    "CronTick",
-    "CustomActionDef",
-    "CustomActionServices",
-    "DataFileError",
-    "DeterministicActionSelector",
     "DispatchResult",
     "DuplicatePluginError",
-    "Event",
-    "FailurePolicy",
-    "FlowResult",
-    "GateBridge",
-    "HandlerOptions",
+    "Gateway",
     "HandlerReport",
     "HandlerStatus",
-    "HookDecl",
-    "HookKind",
     "HookSignatureError",
     "InboundMessage",
-    "McpServerConfig",
-    "McpToolSource",
-    "MemoryStore",
-    "Message",
-    "ModelProvider",
-    "ModelRequest",
-    "ModelResponse",
-    "OpenAIProvider",
     "PluginApi",
     "PluginHost",
     "PluginLoadError",
     "PluginRecord",
-    "ProviderError",
-    "ProviderRegistry",
-    "ReplyDispatcher",
-    "Result",
-    "SQLiteStore",
-    "SSRFBlocked",
-    "SSRFPolicy",
-    "SandboxBudget",
     "ScriptedProvider",
-    "ScriptedResolver",
-    "ShutdownFinalizer",
     "StateStoreUnavailable",
-    "SyncHost",
-    "TerminalRuns",
-    "ToolRegistry",
+    "ToolCallPipeline",
     "TurnResult",
     "UnknownHookError",
     "__version__",
-    "build_test_handler",
-    "check_config",
-    "declare",
-    "def_to_action",
-    "filter_exec_env",
-    "guard_run",
-    "guarded_fetch",
     "hookimpl",
     "load_config",
-    "load_custom_actions",
-    "prepare_turn",
-    "read_data_file",
-    "register_custom_action_live",
-    "run_action_flow",
-    "send_message",
-    "store_from_config",
-    "upstream_request_id_hash",
 ]

@@ -21,9 +21,12 @@ from agentplug.actions.model import Action, Message, State
 from agentplug.actions.registry import ActionRegistry
 from agentplug.core.errors import ConfigError
 from agentplug.security.ssrf import SSRFPolicy
+from agentplug.store import StateStore
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from pathlib import Path
+
+    from agentplug.core.host import HookHost
 
 __all__ = ["AgentRuntime", "operator_ssrf_policy"]
 
@@ -45,18 +48,29 @@ def operator_ssrf_policy(security: Mapping[str, Any], source: str | None = None)
 
 
 class AgentRuntime(SimpleActionRuntime):
-    """Actions of one host: ``provide_actions`` results, config ``customActions`` and
-    actions the host registers itself, behind :func:`run_action_flow`."""
+    """The actions of one gateway (``gateway.actions``): ``provide_actions`` results,
+    config ``customActions`` and actions the host registers itself, behind
+    :func:`run_action_flow`; the ``runtime`` built-in actions receive.
+
+    ``store`` is the gateway's state store (the memory log, the restart); ``state_dir``
+    roots the terminal's default working directory and the plugin manager.
+    """
 
     def __init__(
         self,
-        host: PluginHost,
+        host: HookHost,
         services: CustomActionServices | None = None,
         *,
+        store: StateStore,
+        state_dir: Path | None = None,
         builtins: Callable[[AgentRuntime], object] | None = None,
     ) -> None:
         super().__init__(ActionRegistry())
         self.host = host
+        self.store = store
+        """The gateway's state store."""
+        self.state_dir = state_dir
+        """The gateway's state directory (``None``: none configured)."""
         self.custom_services = services
         self.custom: LoadResult | None = None
         self._builtins = builtins
@@ -75,7 +89,7 @@ class AgentRuntime(SimpleActionRuntime):
         if self._builtins is not None:
             register, self._builtins = self._builtins, None
             register(self)
-        result = await self.host.dispatch("provide_actions", {"reason": reason})
+        result = await self.host.hooks.provide_actions({"reason": reason})
         by_plugin = self._declared_actions(problems)
         for plugin_id, provided in result.outcome.by_plugin.items():
             by_plugin[plugin_id] = [*by_plugin.get(plugin_id, []), *(provided or [])]
@@ -121,9 +135,7 @@ class AgentRuntime(SimpleActionRuntime):
                 code_pool_size=code.pool_size,
                 code_parallel=code.parallel,
             )
-            self.custom_services = dataclasses.replace(
-                services, shell=host_shell_backend(self.host)
-            )
+            self.custom_services = dataclasses.replace(services, shell=host_shell_backend(self))
         return self.custom_services
 
     def _declared_actions(self, problems: list[str]) -> dict[str, list[Any]]:

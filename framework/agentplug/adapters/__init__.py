@@ -5,8 +5,9 @@
 * :mod:`agentplug.adapters.langchain`: :class:`AgentplugMiddleware` for LangChain 1.x
   ``create_agent`` (extra ``agentplug[langchain]``).
 
-Both run each tool call through :class:`~agentplug.agent.bridge.GateBridge` (the
-runner's gate path) and the final text through ``message_sending`` /
+Both run each tool call through the gateway's
+:class:`~agentplug.agent.pipeline.ToolCallPipeline` (the runner's own tool-call path) and
+the final text through ``message_sending`` /
 ``reply_payload_sending``. Nothing here imports a framework until you import its
 adapter module, so ``import agentplug`` stays light (docs/integrations.md).
 """

@@ -2,18 +2,17 @@
 
 ```python
 from langchain.agents import create_agent
-from agentplug import PluginHost
+from agentplug import Gateway
 from agentplug.adapters.langchain import AgentplugMiddleware
 
-host = PluginHost(config)
-host.load_installed()
-agent = create_agent(model, tools=[web_search], middleware=[AgentplugMiddleware(host)])
+gateway = Gateway.from_config(config, load_plugins=True)
+agent = create_agent(model, tools=[web_search], middleware=[AgentplugMiddleware(gateway)])
 ```
 
 :class:`AgentplugMiddleware` is an agent middleware:
 
-* ``wrap_tool_call`` / ``awrap_tool_call``: every tool call goes through
-  :class:`~agentplug.agent.bridge.GateBridge`: trusted policies, ``before_tool_call``
+* ``wrap_tool_call`` / ``awrap_tool_call``: every tool call goes through the gateway's
+  :class:`~agentplug.agent.pipeline.ToolCallPipeline`: trusted policies, ``before_tool_call``
   (block, rewrite, approval with durable grants), the tool (with the rewritten ``args``),
   ``after_tool_call``, ``tool_result_persist`` / ``before_message_write``. A blocked call
   does not run: the model gets an error ``ToolMessage`` with the public reason.
@@ -26,7 +25,7 @@ Ids: the run id is LangGraph's ``run_id`` when the caller passes one in the conf
 ``agentplug_run_id``); the thread id is the ``session_id`` and part of the session key
 ``agent:<agent_id>:langchain:<thread_id>`` (unless ``session_key`` is given); the tool
 call's ``id`` is the ``tool_call_id``. The synchronous hooks (``agent.invoke``) run the
-gate on the host's private loop (``host.sync``).
+pipeline on the host's private loop (``host.sync``).
 """
 
 from __future__ import annotations
@@ -35,7 +34,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NotRequired
 
-from agentplug.agent.bridge import BridgedCall, CallIds, GateBridge
+from agentplug.adapters.gating import FrameworkGate
+from agentplug.agent.pipeline import CallIds, ToolCallRecord
 from agentplug.agent.tools import ToolOutput
 from agentplug.services.turns import DeliveryResult
 
@@ -49,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - exercised when the extra is mis
     ) from exc
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway, PluginHost
     from agentplug.services.approvals import ApprovalBroker
 
 __all__ = ["AgentplugMiddleware", "AgentplugState"]
@@ -89,36 +89,31 @@ def _content(message: Any) -> ToolOutput:
 class AgentplugMiddleware(AgentMiddleware[AgentplugState, Any]):
     """Gate a LangChain agent's tool calls and final reply with agentplug's plugins.
 
-    ``host`` (or a ready ``bridge``); ``broker`` resolves approvals (default: none
-    connected, so approvals block); ``session_key`` fixes the session of every run;
-    ``deliver_output=False`` leaves the final message alone.
+    ``gateway`` (or its host) provides the plugins, the tool-call pipeline and the reply
+    path; ``broker`` replaces the gateway's approval broker; ``session_key`` fixes the
+    session of every run; ``deliver_output=False`` leaves the final message alone.
     """
 
     state_schema = AgentplugState
 
     def __init__(
         self,
-        host: PluginHost | None = None,
+        gateway: Gateway | PluginHost,
         *,
-        bridge: GateBridge | None = None,
         broker: ApprovalBroker | None = None,
         session_key: str | None = None,
         agent_id: str = "main",
         deliver_output: bool = True,
     ) -> None:
         super().__init__()
-        if bridge is None:
-            if host is None:
-                raise TypeError("AgentplugMiddleware needs a host (or a bridge)")
-            bridge = GateBridge(host, broker=broker, agent_id=agent_id)
-        self.bridge = bridge
+        self.gate = FrameworkGate(gateway, broker=broker, agent_id=agent_id)
         self.session_key = session_key
         self.deliver_output = deliver_output
         self.last_delivery: DeliveryResult | None = None
 
     def ids(self, state: Any, runtime: Any, tool_call_id: str | None = None) -> CallIds:
         """The hook-context ids of a LangChain run (and tool call)."""
-        agent_id = self.bridge.agent_id
+        agent_id = self.gate.agent_id
         thread = _thread_id(runtime)
         run_id = _given_run_id(runtime)
         if run_id is None and isinstance(state, dict):
@@ -160,13 +155,13 @@ class AgentplugMiddleware(AgentMiddleware[AgentplugState, Any]):
         tool = request.tool
         if tool is not None and isinstance(getattr(tool, "metadata", None), dict):
             kind = tool.metadata.get("tool_kind")
-        done = await self.bridge.call(
+        done = await self.gate.pipeline.call(
             name, dict(call.get("args") or {}), run, ids, tool_kind=str(kind) if kind else None
         )
         return self._answer(done, returned, name, call_id)
 
     @staticmethod
-    def _answer(done: BridgedCall, returned: list[Any], name: str, call_id: Any) -> Any:
+    def _answer(done: ToolCallRecord, returned: list[Any], name: str, call_id: Any) -> Any:
         if done.allowed and returned and not done.rewritten:
             return returned[0]
         return ToolMessage(
@@ -190,7 +185,7 @@ class AgentplugMiddleware(AgentMiddleware[AgentplugState, Any]):
         async def execute(req: Any) -> Any:
             return handler(req)
 
-        return self.bridge.host.sync.run(self._gate(request, execute))
+        return self.gate.gateway.host.sync.run(self._gate(request, execute))
 
     # -- the final reply ------------------------------------------------------------------
 
@@ -202,7 +197,7 @@ class AgentplugMiddleware(AgentMiddleware[AgentplugState, Any]):
         last = messages[-1] if messages else None
         if not isinstance(last, AIMessage) or last.tool_calls or not isinstance(last.content, str):
             return None
-        delivery = await self.bridge.deliver(last.content, self.ids(state, runtime))
+        delivery = await self.gate.deliver(last.content, self.ids(state, runtime))
         self.last_delivery = delivery
         text = "" if delivery.suppressed else (delivery.content or "")
         if text == last.content:
@@ -211,5 +206,6 @@ class AgentplugMiddleware(AgentMiddleware[AgentplugState, Any]):
 
     def after_agent(self, state: AgentplugState, runtime: Any) -> dict[str, Any] | None:
         """Synchronous :meth:`aafter_agent` (on ``host.sync``)."""
-        result: dict[str, Any] | None = self.bridge.host.sync.run(self.aafter_agent(state, runtime))
+        host = self.gate.gateway.host
+        result: dict[str, Any] | None = host.sync.run(self.aafter_agent(state, runtime))
         return result

@@ -2,18 +2,18 @@
 
 ```python
 from pydantic_ai import Agent
-from agentplug import PluginHost
+from agentplug import Gateway
 from agentplug.adapters.pydantic_ai import AgentplugCapability
 
-host = PluginHost(config)
-host.load_installed()
-agent = Agent("openai:gpt-5", tools=[web_search], capabilities=[AgentplugCapability(host)])
+gateway = Gateway.from_config(config, load_plugins=True)
+agent = Agent("openai:gpt-5", tools=[web_search], capabilities=[AgentplugCapability(gateway)])
 ```
 
 :class:`AgentplugCapability` is a PydanticAI capability:
 
 * ``wrap_tool_execute``: every tool call of the agent (its own tools, toolsets, MCP
-  servers) goes through :class:`~agentplug.agent.bridge.GateBridge`: trusted policies,
+  servers) goes through the gateway's :class:`~agentplug.agent.pipeline.ToolCallPipeline`:
+  trusted policies,
   ``before_tool_call`` (block, rewrite, approval with durable grants), the tool,
   ``after_tool_call``, ``tool_result_persist`` / ``before_message_write``. A blocked call
   does not run; the model reads ``"tool call blocked: <public reason>"`` as its result.
@@ -43,7 +43,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentplug.agent.bridge import CallIds, GateBridge
+from agentplug.adapters.gating import FrameworkGate
+from agentplug.agent.pipeline import CallIds
 from agentplug.agent.tools import ToolOutput
 from agentplug.services.turns import DeliveryResult
 
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.tools import ToolDefinition
 
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway, PluginHost
     from agentplug.services.approvals import ApprovalBroker
 
 __all__ = ["AgentplugCapability"]
@@ -74,38 +75,33 @@ __all__ = ["AgentplugCapability"]
 class AgentplugCapability(AbstractCapability[Any]):
     """Gate a PydanticAI agent's tool calls and output with agentplug's plugins.
 
-    ``host`` (or a ready ``bridge``); ``broker`` resolves approvals (default: none
-    connected, so approvals block); ``session_key`` fixes the session of every run;
-    ``deliver_output=False`` leaves the output alone.
+    ``gateway`` (or its host) provides the plugins, the tool-call pipeline and the reply
+    path; ``broker`` replaces the gateway's approval broker; ``session_key`` fixes the
+    session of every run; ``deliver_output=False`` leaves the output alone.
     """
 
-    bridge: GateBridge
+    gate: FrameworkGate
     session_key: str | None
     deliver_output: bool
     last_delivery: DeliveryResult | None
 
     def __init__(
         self,
-        host: PluginHost | None = None,
+        gateway: Gateway | PluginHost,
         *,
-        bridge: GateBridge | None = None,
         broker: ApprovalBroker | None = None,
         session_key: str | None = None,
         agent_id: str = "main",
         deliver_output: bool = True,
     ) -> None:
-        if bridge is None:
-            if host is None:
-                raise TypeError("AgentplugCapability needs a host (or a bridge)")
-            bridge = GateBridge(host, broker=broker, agent_id=agent_id)
-        self.bridge = bridge
+        self.gate = FrameworkGate(gateway, broker=broker, agent_id=agent_id)
         self.session_key = session_key
         self.deliver_output = deliver_output
         self.last_delivery = None
 
     def ids(self, ctx: RunContext[Any], tool_call_id: str | None = None) -> CallIds:
         """The hook-context ids of a PydanticAI run (and tool call)."""
-        agent_id = self.bridge.agent_id
+        agent_id = self.gate.agent_id
         conversation = ctx.conversation_id
         key = self.session_key or f"agent:{agent_id}:pydantic-ai:{conversation or 'main'}"
         return CallIds(
@@ -137,7 +133,7 @@ class AgentplugCapability(AbstractCapability[Any]):
                 return _observed(exc)
 
         kind = (tool_def.metadata or {}).get("tool_kind")
-        done = await self.bridge.call(
+        done = await self.gate.pipeline.call(
             call.tool_name,
             args,
             run,
@@ -183,7 +179,7 @@ class AgentplugCapability(AbstractCapability[Any]):
                 raised.append(exc)
                 return _observed(exc)
 
-        done = await self.bridge.call(
+        done = await self.gate.pipeline.call(
             name,
             params,
             run,
@@ -202,7 +198,7 @@ class AgentplugCapability(AbstractCapability[Any]):
         """``message_sending`` / ``reply_payload_sending`` over a text output."""
         if not self.deliver_output or not isinstance(result.output, str):
             return result
-        delivery = await self.bridge.deliver(result.output, self.ids(ctx))
+        delivery = await self.gate.deliver(result.output, self.ids(ctx))
         self.last_delivery = delivery
         text = "" if delivery.suppressed else (delivery.content or "")
         if text == result.output:

@@ -9,6 +9,8 @@ plain Python tools to the model.
 from __future__ import annotations
 
 from agentplug.agent.config import AgentConfig, agent_config
+from agentplug.agent.mcp import McpServerConfig, McpToolSource
+from agentplug.agent.pipeline import CallIds, ToolCallPipeline, ToolCallRecord, ToolRequest
 from agentplug.agent.providers import (
     ModelProvider,
     ModelRequest,
@@ -29,7 +31,10 @@ from agentplug.agent.turn import InboundMessage, TurnResult
 __all__ = [
     "AgentConfig",
     "AgentRunner",
+    "CallIds",
     "InboundMessage",
+    "McpServerConfig",
+    "McpToolSource",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
@@ -43,8 +48,11 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolCallContext",
+    "ToolCallPipeline",
+    "ToolCallRecord",
     "ToolOutput",
     "ToolRegistry",
+    "ToolRequest",
     "ToolSchema",
     "ToolSource",
     "TranscriptStore",

@@ -17,7 +17,7 @@ from agentplug.agent.providers import split_model
 from agentplug.agent.transcript import write_message
 from agentplug.agent.turn import Turn
 from agentplug.services.toolresults import strip_details
-from agentplug.services.turns import guard_run, prepare_turn
+from agentplug.services.turns import guard_run
 
 __all__ = ["build_prompt", "claim_reply", "guard", "heartbeat", "start_session"]
 
@@ -31,8 +31,7 @@ async def start_session(turn: Turn) -> None:
     """``session_start`` (reason ``new``) for a session the store did not know."""
     if not turn.new_session:
         return
-    await turn.host.dispatch(
-        "session_start",
+    await turn.host.hooks.session_start(
         {
             "session_key": turn.session.session_key,
             "session_id": turn.session.session_id,
@@ -48,38 +47,54 @@ async def start_session(turn: Turn) -> None:
 
 
 async def build_prompt(turn: Turn) -> None:
-    """Injections, ``agent_turn_prepare``, model resolution, the prompt hooks."""
+    """Injections, ``agent_turn_prepare``, model resolution, the prompt hooks.
+
+    The injections are claimed once, before any prompt hook, and handed to
+    ``agent_turn_prepare``; they are acknowledged once the prompt is built (after
+    ``before_agent_start``), and released back to the queue if a hook raises first.
+    """
     host = turn.host
+    sessions = turn.runner.sessions
     history = strip_details(turn.session.messages)
     default_provider, default_model = split_model(turn.runner.config.model)
     turn.provider_name, turn.model = default_provider, default_model
     attachments = turn.inbound.attachments if turn.inbound is not None else []
-
-    async def resolve_model() -> None:
-        result = await host.dispatch(
-            "before_model_resolve",
+    claim = sessions.claim_injections(turn.session.session_key)
+    injections = claim.entries
+    try:
+        prepared = await host.hooks.agent_turn_prepare(
+            {
+                "prompt": turn.prompt,
+                "messages": history,
+                "injections": injections,
+                "run_id": turn.run_id,
+            },
+            turn.ctx,
+        )
+        resolved = await host.hooks.before_model_resolve(
             {"prompt": turn.prompt, "attachments": attachments, "run_id": turn.run_id},
             turn.ctx,
         )
-        _apply_model_override(turn, result.outcome)
-
-    prepared = await prepare_turn(
-        host,
-        turn.session.session_key,
-        turn.prompt,
-        history,
-        turn.ctx,
-        run_id=turn.run_id,
-        render_injections=turn.runner.render_injections,
-        between=resolve_model,
-        acknowledge=False,
-    )
-    try:
-        base_system = turn.runner.config.system_prompt
-        system = prepared.final_system_prompt(base_system)
-        user = prepared.final_prompt
-        legacy = await host.dispatch(
-            "before_agent_start",
+        _apply_model_override(turn, resolved.outcome)
+        built = await host.hooks.before_prompt_build(
+            {"prompt": turn.prompt, "messages": history, "run_id": turn.run_id}, turn.ctx
+        )
+        early, late = prepared.outcome, built.outcome
+        before: list[str | None] = []
+        after: list[str | None] = []
+        if turn.runner.render_injections:
+            before = [i["text"] for i in injections if i.get("placement") != "append"]
+            after = [i["text"] for i in injections if i.get("placement") == "append"]
+        system = _join(
+            late.prepend_system_context,
+            late.system_prompt
+            if late.system_prompt is not None
+            else turn.runner.config.system_prompt,
+            late.append_system_context,
+        )
+        user = _join(*before, early.prepend_context, late.prepend_context, turn.prompt) or ""
+        user = _join(user, *after, early.append_context, late.append_context) or ""
+        legacy = await host.hooks.before_agent_start(
             {
                 "prompt": turn.prompt,
                 "messages": history,
@@ -91,25 +106,21 @@ async def build_prompt(turn: Turn) -> None:
         old = legacy.outcome
         if legacy.records:
             _apply_model_override(turn, old, only_if_default=True)
-            if old.system_prompt is not None and prepared.system_prompt is None:
+            if old.system_prompt is not None and late.system_prompt is None:
                 system = _join(
-                    prepared.prepend_system_context,
-                    old.system_prompt,
-                    prepared.append_system_context,
+                    late.prepend_system_context, old.system_prompt, late.append_system_context
                 )
             system = _join(old.prepend_system_context, system, old.append_system_context)
             user = _join(old.prepend_context, user, old.append_context) or ""
     except BaseException:
         # No prompt was built: the injections go back to the queue for the next turn.
-        if prepared.claim is not None:
-            host.sessions.release_injections(prepared.claim, after_failure=True)
+        sessions.release_injections(claim, after_failure=True)
         raise
     turn.system_prompt = system
     turn.user_prompt = user
     # The prompt is built: the injections in it are delivered (a failure above gives
     # them back at once, or, when the store cannot be reached, when the lease runs out).
-    if prepared.claim is not None:
-        host.sessions.ack_injections(prepared.claim)
+    sessions.ack_injections(claim)
 
 
 def _apply_model_override(turn: Turn, outcome: Any, *, only_if_default: bool = False) -> None:
@@ -153,8 +164,7 @@ async def guard(turn: Turn) -> bool:
 
 async def claim_reply(turn: Turn) -> bool:
     """``before_agent_reply``: ``True`` when a plugin answered instead of the model."""
-    result = await turn.host.dispatch(
-        "before_agent_reply",
+    result = await turn.host.hooks.before_agent_reply(
         {
             "prompt": turn.user_prompt,
             "messages": strip_details(turn.session.messages),
@@ -176,10 +186,8 @@ async def heartbeat(turn: Turn) -> None:
     """``heartbeat_prompt_contribution`` (heartbeat turns only): context around the prompt."""
     if not turn.heartbeat:
         return
-    result = await turn.host.dispatch(
-        "heartbeat_prompt_contribution",
-        {"prompt": turn.user_prompt, "run_id": turn.run_id},
-        turn.ctx,
+    result = await turn.host.hooks.heartbeat_prompt_contribution(
+        {"prompt": turn.user_prompt, "run_id": turn.run_id}, turn.ctx
     )
     outcome = result.outcome
     turn.user_prompt = (

@@ -27,8 +27,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agentplug_hookspecs.common import AgentContext, MessageContext
 from agentplug_hookspecs.tools import ToolContext
@@ -37,6 +38,7 @@ from agentplug.agent import compaction, prompt
 from agentplug.agent.config import AgentConfig, agent_config
 from agentplug.agent.mcp import McpToolSource, connect_servers
 from agentplug.agent.model_loop import model_loop
+from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
 from agentplug.agent.tools import ToolError, ToolRegistry
@@ -58,9 +60,13 @@ from agentplug.services.toolresults import strip_details
 from agentplug.services.turns import DeliveryResult
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.actions.runtime import AgentRuntime
+    from agentplug.core.host import HookHost
+    from agentplug.services.policies import TrustedToolPolicies
+    from agentplug.services.sessions import SessionServices
+    from agentplug.store import StateStore
 
-__all__ = ["AgentRunner", "SyncAgentRunner"]
+__all__ = ["AgentRunner", "RunnerParts", "SyncAgentRunner"]
 
 log = logging.getLogger("agentplug.agent")
 T = TypeVar("T")
@@ -73,24 +79,69 @@ def _session_key(agent_id: str, message: InboundMessage) -> str:
     return f"agent:{agent_id}:{message.channel or 'direct'}:{peer}"
 
 
-class AgentRunner:
-    """Runs agent turns on a host (see the module docstring).
+class RunnerParts(Protocol):
+    """What a runner uses of its gateway (an :class:`agentplug.Gateway` is one)."""
 
+    @property
+    def host(self) -> HookHost: ...
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def sessions(self) -> SessionServices: ...
+
+    @property
+    def policies(self) -> TrustedToolPolicies: ...
+
+    @property
+    def actions(self) -> AgentRuntime: ...
+
+    @property
+    def tool_calls(self) -> ToolCallPipeline: ...
+
+
+def _parts(gateway: Any) -> RunnerParts:
+    """``gateway``, or the gateway of a host (the pre-gateway signature, deprecated)."""
+    if hasattr(gateway, "tool_calls"):
+        parts: RunnerParts = gateway
+        return parts
+    owner = getattr(gateway, "gateway", None)
+    if owner is None:
+        raise TypeError(
+            "AgentRunner needs a gateway (agentplug.Gateway.from_config(...)); a bare hook "
+            "host has no store, sessions, actions or tool-call pipeline"
+        )
+    warnings.warn(
+        "AgentRunner(host, ...) is deprecated; build the gateway once and use "
+        "gateway.runner, or AgentRunner(gateway, ...)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    found: RunnerParts = owner
+    return found
+
+
+class AgentRunner:
+    """Runs agent turns on a gateway (see the module docstring).
+
+    ``gateway`` provides the host, the store, the session services, the actions and the
+    tool-call gate (``gateway.runner`` is the one a gateway builds from ``agent``).
     ``provider``: the model provider of the configured provider name (``agent.model``);
     other names resolve through ``providers`` (a :class:`ProviderRegistry` built from
     ``agent.providers`` when not given). ``tools`` defaults to a registry offering the
-    actions of ``host.actions`` that ``agent.tools`` allows (by default those without
-    side effects; allowed side-effecting ones are approved at each call unless
-    ``agent.tools.without_approval`` names them). ``transcripts`` defaults to
-    the host's state store. ``broker`` resolves approvals (default: none connected, so
-    approvals block). ``channel(payload)`` sends replies; without one, replies are
-    returned (``TurnResult.reply``) and ``message_sent`` does not fire. ``on_delta(text)``
+    gateway's actions that ``agent.tools`` allows (by default those without side effects;
+    allowed side-effecting ones are approved at each call unless
+    ``agent.tools.without_approval`` names them). ``transcripts`` defaults to the
+    gateway's store. ``broker`` replaces the gateway's approval broker for this runner.
+    ``channel(payload)`` sends replies; without one, replies are returned
+    (``TurnResult.reply``) and ``message_sent`` does not fire. ``on_delta(text)``
     receives the streamed reply text of providers that implement ``stream``.
     """
 
     def __init__(
         self,
-        host: PluginHost,
+        gateway: RunnerParts | Any,
         provider: ModelProvider | None = None,
         tools: ToolRegistry | None = None,
         transcripts: TranscriptStore | None = None,
@@ -103,7 +154,13 @@ class AgentRunner:
         render_injections: bool = False,
         on_delta: Callable[[str], Any] | None = None,
     ) -> None:
+        parts = _parts(gateway)
+        host = parts.host
         self.host = host
+        self.actions = parts.actions
+        """The gateway's actions (offered as tools as ``agent.tools`` allows)."""
+        self.sessions = parts.sessions
+        """The gateway's session services (next-turn injections)."""
         self.config = agent_config(config if config is not None else host.config.agent)
         self.tool_policy = self.config.tools.policy()
         """What ``agent.tools`` allows, asks approval for and excludes."""
@@ -114,8 +171,12 @@ class AgentRunner:
         self._own_tools = tools is None
         self.tools = tools if tools is not None else ToolRegistry()
         self._actions_loaded = not (self._own_tools and self.config.tools.actions)
-        self.transcripts = transcripts or StateStoreTranscripts(host.store)
-        self.gate = ToolCallGate(host, broker)
+        self.transcripts = transcripts or StateStoreTranscripts(parts.store)
+        gate = parts.tool_calls.gate
+        if broker is not None:
+            gate = ToolCallGate(host, parts.policies, broker)
+        self.pipeline = ToolCallPipeline(host, gate, limits=self.config.limits, agent_id=agent_id)
+        """This runner's tool-call path (the gateway's gate, this agent's limits)."""
         self.replies = ReplyDispatcher(host, default_timeout_ms=self.config.deliver_timeout_ms)
         self.channel = channel
         self.agent_id = agent_id
@@ -123,6 +184,9 @@ class AgentRunner:
         """Put drained injections' text into the prompt (when no plugin renders them)."""
         self.on_delta = on_delta
         """Receives streamed reply text (sync or async) from providers that stream."""
+        self.sessions_seen: dict[str, None] = {}
+        """Session keys this runner ran turns for, in first-seen order (a gateway's stop
+        ends them with ``session_end``)."""
         self._sync: SyncAgentRunner | None = None
         self._mcp: list[McpToolSource] | None = None if self.config.tools.mcp_servers else []
         install_tap(host)
@@ -130,9 +194,14 @@ class AgentRunner:
     # -- wiring -------------------------------------------------------------------------
 
     @property
+    def gate(self) -> ToolCallGate:
+        """The tool-call gate (policies, ``before_tool_call``, exec env, approvals)."""
+        return self.pipeline.gate
+
+    @property
     def broker(self) -> ApprovalBroker:
         """The approval broker of the tool-call gate."""
-        return self.gate.broker
+        return self.pipeline.broker
 
     def append_before_deliver(self, handler: Any, *, timeout_ms: int | None = None) -> None:
         """Add a before-deliver stage to the reply dispatcher (15 s budget by default)."""
@@ -147,11 +216,11 @@ class AgentRunner:
             await self.connect_mcp()
         if self._actions_loaded:
             return
-        problems = await self.host.actions.load()
+        problems = await self.actions.load()
         for problem in problems:
             log.warning("actions: %s", problem)
         policy = self.tool_policy
-        for name in policy.unmatched(self.host.actions.registry.names()):
+        for name in policy.unmatched(self.actions.registry.names()):
             log.warning(
                 "agent.tools names %r, but no registered action is called that; check the "
                 "spelling (`agentplug actions list` lists every action)",
@@ -159,9 +228,9 @@ class AgentRunner:
             )
         self._refuse_mcp_action_clashes()
         # ToolError on a name clash (an MCP tool named like an action): every turn fails.
-        self.tools.add_actions(self.host.actions, policy)
+        self.tools.add_actions(self.actions, policy)
         self._actions_loaded = True
-        names = [*self.host.actions.registry.names(), *(t.name for t in self.tools.all())]
+        names = [*self.actions.registry.names(), *(t.name for t in self.tools.all())]
         for name in policy.unmatched_excludes(names):
             log.warning(
                 "agent.tools.exclude names %r, but no tool is called that; check the spelling",
@@ -173,7 +242,7 @@ class AgentRunner:
         as the action registry does, case-insensitively) is refused: policies and grants
         written for the action would govern it, and allowing the action later would
         break every turn."""
-        actions = {name.upper(): name for name in self.host.actions.registry.names()}
+        actions = {name.upper(): name for name in self.actions.registry.names()}
         for source in self._mcp or []:
             for tool in source.tools():
                 action = actions.get(tool.name.upper())
@@ -240,12 +309,10 @@ class AgentRunner:
                 "message_id": msg.message_id,
                 "metadata": msg.metadata,
             }
-            claim = await self.host.dispatch("inbound_claim", event, msg_ctx)
+            claim = await self.host.hooks.inbound_claim(event, msg_ctx)
             if claim.outcome.handled:
                 return await self._claimed(msg, session_key, claim.outcome, trace)
-            await self.host.dispatch(
-                "message_received", {**event, "session_key": session_key}, msg_ctx
-            )
+            await self.host.hooks.message_received({**event, "session_key": session_key}, msg_ctx)
         finally:
             unbind_trace(token)
         return await self.run_turn(
@@ -377,6 +444,7 @@ class AgentRunner:
         trace: TurnTrace,
     ) -> TurnResult:
         turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
+        self.sessions_seen[session_key] = None
         # A session an older turn left with an unanswered call would be refused whole.
         answer_open_calls(
             turn.session.messages, "tool call not completed: an earlier turn ended before it did"
@@ -427,8 +495,7 @@ class AgentRunner:
         duration_ms = (time.perf_counter() - started) * 1000
         if turn.error is not None:  # a server or tool may have echoed a configured secret
             turn.error = scrub(turn.error)
-        await self.host.dispatch(
-            "agent_end",
+        await self.host.hooks.agent_end(
             {
                 "messages": strip_details(turn.session.messages),
                 "success": success,

@@ -91,6 +91,8 @@ class ToolOutput:
 
 
 ToolRun = Callable[[dict[str, Any], ToolCallContext], Awaitable[Any] | Any]
+ToolValidate = Callable[[ToolCallContext], Awaitable[str | None]]
+"""Why a tool may not run now (``None``: it may); asked before the gate."""
 
 
 @dataclass
@@ -108,6 +110,8 @@ class Tool:
     approval: ApprovalRequest | None = None
     """An approval the gate asks before every call, whatever the plugins say (an allowed
     side-effecting action not in ``agent.tools.without_approval``)."""
+    validate: ToolValidate | None = None
+    """Asked first at every call: a reason to refuse it (an action's ``validate()``)."""
 
     def schema(self) -> ToolSchema:
         """The schema offered to the model."""
@@ -214,15 +218,14 @@ class ActionToolSource:
     def _tool(self, action: Action) -> Tool:
         runtime = self.runtime
 
+        async def validate(call: ToolCallContext) -> str | None:
+            refused = await validate_refusal(action, runtime, _message(call))
+            if refused is None:
+                return None
+            return f"action {action.name} refused: {refused}; it cannot run now"
+
         async def run(params: dict[str, Any], call: ToolCallContext) -> ToolOutput:
             message = _message(call)
-            refused = await validate_refusal(action, runtime, message)
-            if refused is not None:
-                return ToolOutput(
-                    f"action {action.name} refused: {refused}; it cannot run now",
-                    {"refused": "validate"},
-                    is_error=True,
-                )
             try:
                 checked = check_parameters(action, params)
             except ParameterValidationError as exc:
@@ -239,6 +242,7 @@ class ActionToolSource:
             source="action",
             kind=str(kind) if kind else None,
             approval=operator_approval(action) if self.policy.needs_approval(action) else None,
+            validate=validate,
         )
 
 

@@ -18,12 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentplug.agent.action_tools import ToolPolicy
 from agentplug.agent.config import AgentConfig
+from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers.base import ModelProvider
 from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord
 from agentplug.services.signals import AbortSignal
-from agentplug.services.toolcalls import ToolCallGate
 from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
 __all__ = [
@@ -102,7 +102,8 @@ class TurnRunner(Protocol):
     config: AgentConfig
     tools: ToolRegistry
     tool_policy: ToolPolicy
-    gate: ToolCallGate
+    pipeline: ToolCallPipeline
+    sessions: Any
     render_injections: bool
     on_delta: Callable[[str], Any] | None
 

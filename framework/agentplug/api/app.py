@@ -4,8 +4,8 @@ Why Starlette + uvicorn (the ``api`` extra): Starlette is a small, mature, fully
 toolkit with first-class WebSockets and a test client, so the terminal stream, the JSON
 endpoints and the auth guard stay a few hundred lines of plain code without a framework's
 worth of dependencies. uvicorn (with ``websockets``) is the reference ASGI server, binds to
-a socket we open ourselves (loopback only) and runs on the host's own event loop, so
-handlers call the :class:`~agentplug.core.host.PluginHost` directly.
+a socket we open ourselves (loopback only) and runs on the gateway's own event loop, so
+handlers call the :class:`~agentplug.Gateway` directly.
 
 Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to do>"}``):
 
@@ -66,12 +66,11 @@ from agentplug.actions.builtins.comms.runs import terminal_runs
 from agentplug.actions.terminal import TerminalService
 from agentplug.api.guard import _Guard
 from agentplug.api.responses import _error
-from agentplug.api.routes.approvals import APPROVALS_SERVICE, ApprovalRoutes
+from agentplug.api.routes.approvals import ApprovalRoutes
 from agentplug.api.routes.base import MAX_BODY_BYTES as MAX_BODY_BYTES
 from agentplug.api.routes.custom_actions import CUSTOM_ACTIONS_OWNER as CUSTOM_ACTIONS_OWNER
 from agentplug.api.routes.custom_actions import MAX_ACTIVE_CODE_TESTS as MAX_ACTIVE_CODE_TESTS
 from agentplug.api.routes.custom_actions import CustomActionRoutes
-from agentplug.api.routes.plugins import PLUGIN_MANAGER_SERVICE as PLUGIN_MANAGER_SERVICE
 from agentplug.api.routes.plugins import PluginRoutes
 from agentplug.api.routes.sessions import MAX_PATCH_BODY_BYTES as MAX_PATCH_BODY_BYTES
 from agentplug.api.routes.sessions import SessionRoutes
@@ -83,29 +82,32 @@ from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes
 from agentplug.core.redaction import register_secret
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway
 
-__all__ = ["APPROVALS_SERVICE", "ControlApi", "HostTerminal", "create_app"]
+__all__ = ["ControlApi", "HostTerminal", "create_app"]
 
 log = logging.getLogger("agentplug.api")
 
 
 class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoutes, SessionRoutes):
-    """State and handlers of the control API for one host (``app.state.api``)."""
+    """State and handlers of the control API for one gateway (``app.state.api``)."""
 
     def __init__(
         self,
-        host: PluginHost,
+        gateway: Gateway,
         *,
         state_dir: Path,
         config_path: Path | None,
         terminal: TerminalService | None,
         plugin_manager: Any,
     ) -> None:
-        self.host = host
+        self.gateway = gateway
+        self.host = gateway.host
         self.state_dir = state_dir
         self.config_path = config_path
-        self.terminal_runs = terminal_runs(host, default_cwd=state_dir, terminal=terminal)
+        self.terminal_runs = terminal_runs(
+            gateway.actions, default_cwd=state_dir, terminal=terminal
+        )
         if terminal is not None:
             self.terminal_runs.terminal = terminal
         self.terminal: TerminalService = self.terminal_runs.terminal
@@ -137,32 +139,34 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(
-    host: PluginHost,
+    gateway: Gateway,
     *,
     token: str,
-    state_dir: str | os.PathLike[str],
+    state_dir: str | os.PathLike[str] | None = None,
     config_path: str | os.PathLike[str] | None = None,
     terminal: TerminalService | None = None,
     plugin_manager: Any = None,
     approvals_by: str = "api",
 ) -> Starlette:
-    """The control API for ``host`` (see the module docstring for the endpoints).
+    """The control API for ``gateway`` (see the module docstring for the endpoints).
 
     ``token`` is the bearer token every request but ``/api/health`` must present.
-    ``state_dir`` roots the plugin manager and, unless ``actions.shell.cwd`` is set, the
-    default terminal. ``config_path`` is the JSON config whose ``customActions`` the CRUD
-    endpoints edit (without it they only list the host's config). ``terminal`` replaces
-    the terminal lookup (default: runtime service ``terminal``, else a local one);
-    ``plugin_manager`` replaces ``PluginManager(host, state_dir)``. Approvals are resolved
-    through the :class:`ApprovalBroker` registered as runtime service ``approvals`` and
-    recorded as decided by ``approvals_by`` (``api``; ``agentplug mcp-proxy`` says ``mcp``).
+    ``state_dir`` (default: the gateway's, else ``.agentplug-state``) roots the default
+    terminal unless ``actions.shell.cwd`` is set. ``config_path`` is the JSON config whose
+    ``customActions`` the CRUD endpoints edit (without it they only list the gateway's
+    config). ``terminal`` replaces the terminal lookup (default: runtime service
+    ``terminal``, else a local one); ``plugin_manager`` replaces the gateway's. Approvals
+    are resolved through the gateway's :class:`ApprovalBroker` (its resolver must be a
+    :class:`~agentplug.services.approvals.ProgrammaticResolver`) and recorded as decided
+    by ``approvals_by`` (``api``; ``agentplug mcp-proxy`` says ``mcp``).
     """
     if not isinstance(token, str) or len(token) < 16:
         raise ValueError("the API token must be a string of at least 16 characters")
     register_secret(token)
+    root = state_dir if state_dir is not None else gateway.state_dir or ".agentplug-state"
     api = ControlApi(
-        host,
-        state_dir=Path(state_dir),
+        gateway,
+        state_dir=Path(root),
         config_path=Path(config_path) if config_path is not None else None,
         terminal=terminal,
         plugin_manager=plugin_manager,

@@ -4,15 +4,14 @@
 
 1. refuses any bind address that is not loopback (``127.0.0.1`` by default, ``::1`` or
    ``localhost``): the API runs shell commands and installs packages;
-2. builds a :class:`~agentplug.core.host.PluginHost` from the config (``--config``, else
+2. builds a :class:`~agentplug.Gateway` from the config (``--config``, else
    ``$AGENTPLUG_CONFIG``, else ``./agentplug.{toml,yaml,json}``; the ``customActions`` of a
    JSON config are what the CRUD endpoints edit) with its
    state store in the state directory (``--state-dir``, else ``$AGENTPLUG_STATE_DIR``, else
    ``runtime.state_dir``, else ``.agentplug-state``; ``$AGENTPLUG_STATE_URL`` or ``state.url``
    names a shared store instead, which must be reachable: otherwise serve exits 1 with one
-   line naming the store and the cause), wires a
-   :class:`~agentplug.services.approvals.ProgrammaticResolver` into an
-   :class:`~agentplug.services.approvals.ApprovalBroker` exposed as runtime service ``approvals``,
+   line naming the store and the cause) and a
+   :class:`~agentplug.services.approvals.ProgrammaticResolver` answering its approvals,
    loads the installed plugins and the actions, and fires ``gateway_start``;
 3. reads the bearer token from ``--token-file``, or generates a random one and writes it to
    ``<state_dir>/api-token`` (mode 0600);
@@ -47,18 +46,15 @@ from agentplug.core.errors import AgentplugError, one_line
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from agentplug.core.host import PluginHost
-    from agentplug.services.approvals import ApprovalBroker
+    from agentplug.gateway import Gateway
 
 __all__ = [
     "DEFAULT_PORT",
     "TOKEN_FILE",
     "add_serve_command",
-    "build_host",
+    "build_gateway",
     "loopback_bind_address",
     "main",
-    "start_host",
-    "wire_approvals",
     "write_token",
 ]
 
@@ -127,52 +123,16 @@ def _read_token(path: Path) -> str:
     return token
 
 
-def wire_approvals(host: PluginHost) -> ApprovalBroker:
-    """Register a shared :class:`ApprovalBroker` with a :class:`ProgrammaticResolver` as
-    runtime service ``approvals`` (grants and pending approvals in ``host.store``, so any
-    process sharing the store decides them); return the one already there if any."""
-    from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
+def build_gateway(config: AgentplugConfig, state_dir: Path, store: Any = None) -> Gateway:
+    """The gateway ``agentplug serve`` runs: state, plugin manager and terminal runs rooted
+    at ``state_dir`` (unless ``actions.shell.cwd`` says otherwise), approvals answered
+    through the control API. ``store`` is the state store already opened (default:
+    ``state.url``, else SQLite in ``state_dir``). Raises
+    :class:`~agentplug.core.errors.ConfigError` for bad settings."""
+    from agentplug.gateway import Gateway
+    from agentplug.services.approvals import ProgrammaticResolver
 
-    existing = host.actions.get_service("approvals")
-    if isinstance(existing, ApprovalBroker):
-        return existing
-    broker = ApprovalBroker(ProgrammaticResolver(), store=host.store, shared=True)
-    host.actions.register_service("approvals", broker)
-    return broker
-
-
-def build_host(config: AgentplugConfig, state_dir: Path, store: Any = None) -> PluginHost:
-    """The host ``agentplug serve`` runs: state and plugin manager in ``state_dir``,
-    approvals wired, and its terminal runs (the API's, ``SHELL_COMMAND``'s and custom shell
-    actions') rooted at ``state_dir`` unless ``actions.shell.cwd`` is set. ``store`` is the
-    state store already opened (default: ``state.url``, else SQLite in ``state_dir``).
-    Raises :class:`~agentplug.core.errors.ConfigError` for bad settings."""
-    from agentplug.actions.builtins.comms.runs import terminal_runs
-    from agentplug.core.host import PluginHost
-
-    host = PluginHost(config, state_dir=state_dir, store=store)
-    wire_approvals(host)
-    if host.actions.get_service("plugin_manager") is None:
-        from agentplug.plugins.manager import PluginManager
-
-        # One manager rooted at the served state directory, shared by the install endpoint
-        # and the plugin built-ins (INSTALL_PLUGIN, EJECT_PLUGIN, ...).
-        host.actions.register_service("plugin_manager", PluginManager(host, state_dir))
-    # Rooted at the state directory unless actions.shell.cwd says otherwise; created
-    # before anything asks, so SHELL_COMMAND, custom shell actions and the API share it.
-    terminal_runs(host, default_cwd=state_dir)
-    return host
-
-
-async def start_host(host: PluginHost, *, installed: bool = True) -> list[str]:
-    """Load installed plugins (when ``installed``) and the actions, fire ``gateway_start``;
-    return the problems found (readable, one per line)."""
-    if installed:
-        host.load_installed()
-    problems = [str(error) for error in host.load_errors]
-    problems += await host.actions.load()
-    await host.dispatch("gateway_start", {"reason": "startup"}, {"host": "agentplug serve"})
-    return problems
+    return Gateway(config, state_dir=state_dir, store=store, resolver=ProgrammaticResolver())
 
 
 def _state_dir(value: str | None, config: AgentplugConfig) -> Path:
@@ -228,7 +188,7 @@ def _url(sock: socket.socket) -> str:
 
 
 async def _serve(
-    host: PluginHost, app: Starlette, sock: socket.socket, token_path: Path | None
+    gateway: Gateway, app: Starlette, sock: socket.socket, token_path: Path | None
 ) -> int:
     import uvicorn
 
@@ -250,7 +210,9 @@ async def _serve(
         timeout_graceful_shutdown=5,
     )
     server = _Server(config)
-    finalizer = ShutdownFinalizer(host, active_sessions=list)
+    finalizer = ShutdownFinalizer(
+        gateway.host, gateway.active_sessions, cron=gateway.cron, sessions=gateway.sessions
+    )
     finalizer.install()
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     stopping = asyncio.ensure_future(finalizer.wait())
@@ -269,10 +231,8 @@ async def _serve(
             stopping.cancel()
             await finalizer.finalize("shutdown")
         finalizer.uninstall()
-        await host.aclose()
-        close = getattr(host.store, "close", None)
-        if callable(close):
-            close()
+        await gateway.aclose()
+        gateway.store.close()  # opened by serve before the gateway, closed by it too
     if serving.exception() is not None or not server.started:
         print("agentplug serve: the server stopped with an error (see above)", file=sys.stderr)
         return _EXIT_FAILED
@@ -348,11 +308,12 @@ async def _run(
 ) -> int:
     from agentplug.api.app import create_app
 
-    host = build_host(config, state_dir, store)
-    for problem in await start_host(host):
+    gateway = build_gateway(config, state_dir, store)
+    gateway.load_plugins()
+    for problem in await gateway.start(host_name="agentplug serve"):
         print(f"agentplug serve: warning: {problem}", file=sys.stderr)
-    app = create_app(host, token=token, state_dir=state_dir, config_path=config_path)
-    return await _serve(host, app, sock, token_path)
+    app = create_app(gateway, token=token, state_dir=state_dir, config_path=config_path)
+    return await _serve(gateway, app, sock, token_path)
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -126,7 +126,7 @@ def _add_subcommands(parser: argparse.ArgumentParser) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``actions run``: the whole flow on a real host; exit 1 unless the action succeeded."""
     from agentplug.actions.model import Message
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway
 
     try:
         config, _ = command_config(args)
@@ -141,16 +141,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         language = language_aware_flow(config.agent)
     except AgentplugError as exc:
         return _error(str(exc))
-    chooser = {"selector": language[0], "extractor": language[1]} if language else {}
 
     async def go() -> tuple[Any, list[str]]:
-        host = PluginHost(config)
-        host.load_installed()
-        problems = await host.actions.load()
+        gateway = Gateway.from_config(config, load_plugins=True)
+        problems = await gateway.actions.load()
         try:
-            flow = await host.actions.run(Message(text=args.message, room_id=args.room), **chooser)
+            message = Message(text=args.message, room_id=args.room)
+            if language is None:
+                flow = await gateway.actions.run(message)
+            else:
+                flow = await gateway.actions.run(
+                    message, selector=language[0], extractor=language[1]
+                )
         finally:
-            await host.aclose(1.0)
+            await gateway.aclose(1.0)
         return flow, problems
 
     flow, problems = asyncio.run(go())
@@ -207,15 +211,16 @@ def _describe(row: Any) -> str:
 
 async def _listing(config: AgentplugConfig) -> tuple[list[Any], list[str]]:
     from agentplug.actions.catalogue import list_actions
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway
+    from agentplug.store import MemoryStore
 
-    host = PluginHost(config)
-    host.load_installed()
+    # A listing reads no state: the configured store is not opened.
+    gateway = Gateway.from_config(config, load_plugins=True, store=MemoryStore())
     try:
-        problems = await host.actions.load()
-        return list_actions(host.actions), problems
+        problems = await gateway.actions.load()
+        return list_actions(gateway.actions), problems
     finally:
-        await host.aclose(1.0)
+        await gateway.aclose(1.0)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

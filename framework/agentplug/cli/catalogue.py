@@ -9,12 +9,19 @@ import json
 import traceback
 from typing import Any
 
-from agentplug.cli.common import EXIT_FAILED, EXIT_OK, command_config, one_line, verbose
+from agentplug.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    command_config,
+    command_gateway,
+    one_line,
+    verbose,
+)
 from agentplug.cli.reference import hook_summary
 from agentplug.core.config import AgentplugConfig, load_config
 from agentplug.core.config_lookup import CONFIG_HELP, locate_config
 from agentplug.core.errors import ConfigError
-from agentplug.core.host import PluginHost
+from agentplug.core.host import HookHost
 from agentplug.core.overruns import overrun_notes
 
 __all__ = ["add_catalogue_commands", "cmd_doctor", "cmd_hooks", "cmd_plugins", "plugin_rows"]
@@ -27,9 +34,7 @@ def _print_json(obj: Any) -> None:
 def cmd_hooks(args: argparse.Namespace) -> int:
     """Every declared hook, one line each (``--json``: the machine-readable summary)."""
     config, _ = command_config(args)
-    host = PluginHost(config)
-    if not args.builtin_only:
-        host.load_installed()
+    host = command_gateway(config, plugins=not args.builtin_only).host
     rows = [hook_summary(d) for d in host.declarations.values()]
     if args.json:
         _print_json(rows)
@@ -42,7 +47,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
+def plugin_rows(host: HookHost) -> list[dict[str, Any]]:
     """One row per registered or failed plugin, with its handlers' effective settings."""
     rows = []
     for record in host.plugins:
@@ -77,8 +82,7 @@ def plugin_rows(host: PluginHost) -> list[dict[str, Any]]:
 def cmd_plugins(args: argparse.Namespace) -> int:
     """Discovered plugins, their handlers (priority, timeout, gate) and load errors."""
     config, _ = command_config(args)
-    host = PluginHost(config)
-    host.load_installed(use_cache=not args.no_cache)
+    host = command_gateway(config, use_cache=not args.no_cache).host
     rows = plugin_rows(host)
     if args.json:
         _print_json(rows)
@@ -144,8 +148,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     # Every section, with the models the runtime reads it with.
     problems += [f"{key}: {problem}" for key, problem in check_config(config)]
-    host = PluginHost(config)
-    host.load_installed(use_cache=False)
+    host = command_gateway(config, use_cache=False).host
     for err in host.load_errors:
         problems.append(str(err))
     known = set(host.declarations)

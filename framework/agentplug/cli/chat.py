@@ -1,12 +1,14 @@
 """``agentplug chat``: an interactive agent session at the terminal.
 
-Each line you type is one turn through :class:`~agentplug.agent.AgentRunner` with the
-configured provider (``agent.model``; the offline ``scripted`` provider echoes when
-nothing is configured). After each reply a compact trace shows which hooks ran, which
-plugin blocked, rewrote or asked for approval, and the timings; approvals are asked at
-the terminal. ``--trace`` prints the trace as JSON lines instead (one object per hook,
-model call or tool call, then one ``{"turn": ...}`` summary). ``/quit`` or end of input
-ends the session.
+Each line you type is an inbound message on the ``chat`` channel, through the same path
+as any channel (``inbound_claim``, ``message_received``, the turn, delivery with
+``message_sent``): :class:`~agentplug.agent.AgentRunner` with the configured provider
+(``agent.model``; the offline ``scripted`` provider echoes when nothing is configured).
+After each reply a compact trace shows which hooks ran, which plugin blocked, rewrote or
+asked for approval, and the timings; approvals are asked at the terminal. ``--trace``
+prints the trace as JSON lines instead (one object per hook, model call or tool call,
+then one ``{"turn": ...}`` summary). ``/quit`` or end of input ends the session
+(``session_end``, then ``gateway_stop``).
 """
 
 from __future__ import annotations
@@ -44,18 +46,15 @@ def add_chat_command(subparsers: Any) -> None:
     p.set_defaults(func=cmd_chat)
 
 
-def _runner(args: argparse.Namespace, resolver: Any) -> Any:
-    from agentplug.agent import AgentRunner
+def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> Any:
+    """The chat's gateway: the config's plugins, its store (so allow-always grants and
+    pending approvals are the gateway's: on a shared store any process can answer them),
+    the terminal answering approvals and printing replies."""
     from agentplug.agent.providers.scripted import ScriptedProvider, load_script
     from agentplug.cli.common import command_config
-    from agentplug.core.host import PluginHost
-    from agentplug.services.approvals import ApprovalBroker
+    from agentplug.gateway import Gateway
 
     config, _source = command_config(args)  # --config, $AGENTPLUG_CONFIG, ./agentplug.*
-    host = PluginHost(config)
-    _ = host.store  # state.url must be reachable before the first turn (one line if not)
-    if not args.no_plugins:
-        host.load_installed()
     agent = dict(config.agent)
     if args.model:
         agent["model"] = args.model
@@ -63,10 +62,16 @@ def _runner(args: argparse.Namespace, resolver: Any) -> Any:
     if args.script:
         provider = ScriptedProvider(load_script(args.script))
         agent.setdefault("model", "scripted/script")
-    # allow-always grants go to the gateway's store (state.url or the state dir), so they
-    # outlive the session and every gateway sharing that store honours them.
-    broker = ApprovalBroker(resolver, store=host.store)
-    return AgentRunner(host, provider, config=agent, broker=broker)
+    # The store opens here: state.url must be reachable before the first turn (one line if
+    # not).
+    return Gateway.from_config(
+        config,
+        load_plugins=not args.no_plugins,
+        resolver=resolver,
+        provider=provider,
+        channel=channel,
+        agent=agent,
+    )
 
 
 def _print(text: str) -> None:
@@ -74,14 +79,28 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+_SENDER = "terminal"
+
+
 async def _session(args: argparse.Namespace) -> int:
     from agentplug.agent.trace import summary_lines
     from agentplug.services.approvals import TerminalResolver
 
     terminal = TerminalResolver(by="chat")  # the person in this chat session decides
-    runner = _runner(args, terminal)
+
+    def show(payload: dict[str, Any]) -> dict[str, bool]:
+        # The terminal is this chat's channel: a reply is printed once every delivery
+        # hook has had its say, and message_sent reports it.
+        if not args.trace:
+            _print(f"agent> {payload.get('text') or ''}")
+        return {"printed": True}
+
+    gateway = _gateway(args, terminal, show)
+    runner = gateway.runner
+    for problem in await gateway.start(host_name="agentplug chat"):
+        print(f"agentplug chat: warning: {problem}", file=sys.stderr)
     if not args.trace:
-        plugins = len(runner.host.plugins)
+        plugins = len(gateway.host.plugins)
         _print(f"agentplug chat: {runner.config.model} ({plugins} plugins); /quit ends")
     try:
         while True:
@@ -94,7 +113,14 @@ async def _session(args: argparse.Namespace) -> int:
             text = line.strip()
             if not text:
                 continue
-            result = await runner.run_turn(text, session_key=args.session)
+            result = await runner.handle_inbound(
+                {
+                    "content": text,
+                    "channel": "chat",
+                    "sender_id": _SENDER,
+                    "session_key": args.session,
+                }
+            )
             if args.trace:
                 for entry in result.trace:
                     _print(json.dumps(entry, default=str))
@@ -110,7 +136,9 @@ async def _session(args: argparse.Namespace) -> int:
                 }
                 _print(json.dumps(summary, default=str))
                 continue
-            if result.reply:
+            if result.delivery is not None and result.delivery.status == "delivered":
+                pass  # printed by the channel
+            elif result.reply:
                 _print(f"agent> {result.reply}")
             elif result.status == "blocked":
                 _print(f"agent> (blocked by {result.blocked_by}; not sent to the model)")
@@ -124,7 +152,7 @@ async def _session(args: argparse.Namespace) -> int:
                 f"  | {result.status} in {result.duration_ms:.1f} ms, {result.steps} model call(s)"
             )
     finally:
-        await runner.host.aclose(1.0)
+        await gateway.stop()
     return 0
 
 

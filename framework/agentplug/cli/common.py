@@ -23,6 +23,7 @@ from agentplug.core.errors import one_line
 if TYPE_CHECKING:  # config models load when a command reads its config, not for --help
     from agentplug.core.config import AgentplugConfig
     from agentplug.core.config_lookup import ConfigSource
+    from agentplug.gateway import Gateway
 
 __all__ = [
     "EXIT_FAILED",
@@ -31,6 +32,7 @@ __all__ = [
     "AgentplugArgumentParser",
     "add_verbose_options",
     "command_config",
+    "command_gateway",
     "command_name",
     "error_line",
     "one_line",
@@ -120,3 +122,29 @@ def command_config(args: argparse.Namespace) -> tuple[AgentplugConfig, ConfigSou
 def verbose(args: Any) -> bool:
     """Whether ``-v`` was given."""
     return bool(getattr(args, "verbose", 0))
+
+
+def command_gateway(
+    config: AgentplugConfig,
+    *,
+    plugins: bool = True,
+    state: bool = False,
+    use_cache: bool = True,
+    **parts: Any,
+) -> Gateway:
+    """The gateway a command runs on: built once from ``config``, the installed plugins
+    loaded (``plugins``), the configured state store opened only when the command reads or
+    writes state (``state``; otherwise an in-memory one, so listing commands never need the
+    database). ``parts`` go to :class:`~agentplug.Gateway`."""
+    from agentplug.gateway import Gateway
+
+    if not state and "store" not in parts:
+        from agentplug.store import MemoryStore
+
+        parts["store"] = MemoryStore()
+    gateway = Gateway(config, **parts)
+    if plugins:
+        gateway.host.load_installed(
+            use_cache=use_cache, before_import=gateway.plugin_sources.prepare()
+        )
+    return gateway

@@ -7,7 +7,8 @@ and connects to the upstream servers of ``agent.tools.mcp_servers`` (stdio or st
 HTTP). ``tools/list`` returns the upstream tools, named as the runner names them
 (``<server>__<tool>``, or the server's own names with ``"prefix": false``), minus
 ``agent.tools.exclude`` and each server's ``include`` / ``exclude``. Every ``tools/call``
-goes through :class:`~agentplug.agent.bridge.GateBridge`, the runner's gate path:
+goes through the gateway's :class:`~agentplug.agent.pipeline.ToolCallPipeline`, the
+runner's own tool-call path:
 
 * a blocked call never reaches the upstream server; the client gets an MCP tool error
   (``isError``) with the gate's public reason, the one the runner's own model reads (a
@@ -16,7 +17,10 @@ goes through :class:`~agentplug.agent.bridge.GateBridge`, the runner's gate path
 * an approval waits, up to its ``timeout_ms``, for a decision through the control API
   (``--api-port``: ``GET /api/approvals``, ``POST /api/approvals/{id}``) or the CLI
   (``agentplug approvals pending|resolve --api URL``); each pending approval is announced
-  on stderr with its id. Without ``--api-port`` nothing can answer, so approvals block.
+  on stderr with its id. On a durable store (the state directory's SQLite file, or
+  ``state.url``) the approval is also published there, so ``agentplug approvals
+  resolve ID DECISION`` from any process sharing the store answers it; on an in-memory
+  store without ``--api-port`` nothing can answer, so approvals block.
 
 Ids: the MCP connection is one run (``run_id`` ``mcp-<random>``) on the session
 ``agent:<agent-id>:mcp:<client name>``; the JSON-RPC request id is the
@@ -29,22 +33,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import inspect
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentplug.agent.bridge import CallIds, GateBridge
 from agentplug.agent.config import agent_config
 from agentplug.agent.mcp import MCP_EXTRA, McpError, McpToolSource, connect_servers
-from agentplug.agent.tools import Tool, ToolCallContext
+from agentplug.agent.pipeline import CallIds, ToolRequest
+from agentplug.agent.tools import Tool
 from agentplug.core.config_lookup import CONFIG_HELP
 from agentplug.core.errors import AgentplugError
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway
     from agentplug.services.approvals import PendingApproval
 
 __all__ = ["McpProxy", "add_mcp_proxy_command", "cmd_mcp_proxy"]
@@ -58,14 +61,16 @@ def _say(text: str) -> None:
 
 
 class McpProxy:
-    """The proxy's tools and its gate (usable in-process, without stdio)."""
+    """The proxy's tools and its gateway (usable in-process, without stdio)."""
 
-    def __init__(self, host: PluginHost, sources: list[McpToolSource], bridge: GateBridge) -> None:
-        self.host = host
+    def __init__(self, gateway: Gateway, sources: list[McpToolSource]) -> None:
+        self.gateway = gateway
+        self.host = gateway.host
         self.sources = sources
-        self.bridge = bridge
+        self.pipeline = gateway.tool_calls
+        """Every ``tools/call`` runs through this (the gateway's one tool-call path)."""
         self.run_id = f"mcp-{uuid.uuid4().hex[:12]}"
-        config = agent_config(host.config.agent)
+        config = agent_config(gateway.config.agent)
         self._policy = config.tools.policy()
 
     def tools(self) -> dict[str, Tool]:
@@ -94,7 +99,7 @@ class McpProxy:
         with contextlib.suppress(Exception):
             info = ctx.session.client_params.client_info
             client = str(info.name) or client
-        agent_id = self.bridge.agent_id
+        agent_id = self.pipeline.agent_id
         request_id = getattr(ctx, "request_id", None)
         return CallIds(
             run_id=self.run_id,
@@ -105,7 +110,7 @@ class McpProxy:
         )
 
     async def call_tool(self, ctx: Any, params: Any) -> Any:
-        """``tools/call``: through the gate, then (when allowed) the upstream server."""
+        """``tools/call``: through the pipeline, then (when allowed) the upstream server."""
         import mcp_types as types
 
         name = str(params.name)
@@ -120,16 +125,8 @@ class McpProxy:
                 ],
                 is_error=True,
             )
-        ids = self.ids(ctx)
-
-        async def run(ran: dict[str, Any]) -> Any:
-            call = ToolCallContext(
-                run_id=ids.run_id, session_key=ids.session_key, tool_call_id=ids.tool_call_id
-            )
-            value = tool.run(ran, call)
-            return await value if inspect.isawaitable(value) else value
-
-        done = await self.bridge.call(name, dict(params.arguments or {}), run, ids)
+        request = ToolRequest(name, dict(params.arguments or {}), self.ids(ctx))
+        done = await self.pipeline.run(request, tool)
         structured = (done.output.details or {}).get("structured") if done.allowed else None
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=done.output.content)],
@@ -174,7 +171,7 @@ def _announce(pending: PendingApproval, api_url: str | None) -> None:
     )
 
 
-async def _serve_api(host: PluginHost, args: argparse.Namespace, state_dir: Path) -> Any:
+async def _serve_api(gateway: Gateway, args: argparse.Namespace, state_dir: Path) -> Any:
     """Start the control API on the loopback interface; return (server, task, url)."""
     import uvicorn
 
@@ -189,7 +186,7 @@ async def _serve_api(host: PluginHost, args: argparse.Namespace, state_dir: Path
     sock = _bind(address, args.api_port)
     # Decisions taken at the proxy's API are its approvals: recorded as decided by "mcp".
     app = create_app(
-        host, token=token, state_dir=state_dir, config_path=args.config, approvals_by="mcp"
+        gateway, token=token, state_dir=state_dir, config_path=args.config, approvals_by="mcp"
     )
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
 
@@ -214,8 +211,8 @@ async def _run(args: argparse.Namespace) -> int:
 
     from agentplug.api.serve import ServeError, _state_dir
     from agentplug.cli.common import command_config
-    from agentplug.core.host import PluginHost
-    from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver
+    from agentplug.gateway import Gateway
+    from agentplug.services.approvals import ProgrammaticResolver
 
     config, _source = command_config(args)  # --config, $AGENTPLUG_CONFIG, ./agentplug.*
     servers = agent_config(config.agent).tools.mcp_servers
@@ -230,21 +227,18 @@ async def _run(args: argparse.Namespace) -> int:
     except ServeError as exc:
         _say(f"error: {exc}")
         return _EXIT_FAILED
-    with contextlib.redirect_stdout(sys.stderr):  # stdout carries MCP messages only
-        host = PluginHost(config, state_dir=state_dir)
-        if not args.no_plugins:
-            host.load_installed()
-        for error in host.load_errors:
-            _say(f"warning: {error}")
-        await host.dispatch("gateway_start", {"reason": "startup"}, {"host": "mcp-proxy"})
     api_url: list[str | None] = [None]
     resolver = ProgrammaticResolver(on_pending=lambda p: _announce(p, api_url[0]))
-    broker = ApprovalBroker(resolver, store=host.store)
-    host.actions.register_service("approvals", broker)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout carries MCP messages only
+        gateway = Gateway.from_config(
+            config, load_plugins=not args.no_plugins, state_dir=state_dir, resolver=resolver
+        )
+        for problem in await gateway.start(host_name="mcp-proxy"):
+            _say(f"warning: {problem}")
     api = None
     try:
         if args.api_port is not None:
-            api = await _serve_api(host, args, state_dir)
+            api = await _serve_api(gateway, args, state_dir)
             api_url[0] = api[2]
         sources = await connect_servers(servers)
     except (McpError, AgentplugError, OSError, ServeError) as exc:
@@ -252,8 +246,9 @@ async def _run(args: argparse.Namespace) -> int:
         if api is not None:
             api[0].should_exit = True
             await api[1]
+        await gateway.stop()
         return _EXIT_FAILED
-    proxy = McpProxy(host, sources, GateBridge(host, broker=broker))
+    proxy = McpProxy(gateway, sources)
     _say(f"serving {len(proxy.tools())} tools from {', '.join(servers)} over stdio")
     server = proxy.server()
     try:
@@ -266,8 +261,7 @@ async def _run(args: argparse.Namespace) -> int:
             with contextlib.suppress(Exception):
                 await api[1]
             api[3].close()
-        await host.dispatch("gateway_stop", {"reason": "shutdown"}, {"host": "mcp-proxy"})
-        await host.aclose()
+        await gateway.stop()
     return 0
 
 

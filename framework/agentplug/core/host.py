@@ -1,4 +1,10 @@
-"""``PluginHost``: registers plugins, builds ordered handler plans, dispatches hooks."""
+"""``HookHost``: the hook runtime. Registers plugins, builds ordered handler plans,
+dispatches hooks; knows no store, session, policy, action or plugin source.
+
+The host programs use, :class:`agentplug.PluginHost`, is this class plus what a
+:class:`~agentplug.Gateway` attaches (the framework's outcome filters and the full plugin
+API); the core's own tests and tools can use :class:`HookHost` alone.
+"""
 
 from __future__ import annotations
 
@@ -51,18 +57,21 @@ from agentplug.core.registration import (
     register_callable,
     signature_message,
 )
-from agentplug.core.services import ServiceRegistry
 from agentplug.core.sync import SyncHost
 
-__all__ = ["PluginApi", "PluginHost", "PluginRecord"]
+__all__ = ["ApiFactory", "HookApi", "HookHost", "PluginRecord"]
 
 log = logging.getLogger("agentplug.host")
 
 
-class PluginApi:
-    """What ``register(api)`` receives: the imperative registration surface."""
+class HookApi:
+    """What ``register(api)`` receives from a bare :class:`HookHost`: hook registration.
 
-    def __init__(self, host: PluginHost, record: PluginRecord) -> None:
+    A gateway's host hands plugins the full :class:`agentplug.PluginApi` (sessions,
+    trusted tool policies, actions), a subclass of this one.
+    """
+
+    def __init__(self, host: HookHost, record: PluginRecord) -> None:
         self._host = host
         self._record = record
         self.plugin_id = record.plugin_id
@@ -73,10 +82,15 @@ class PluginApi:
     @property
     def plugin_config(self) -> Mapping[str, Any]:
         """The resolved ``plugins.entries.<id>.config`` (read-only)."""
-        return self._host._handler_context(self.plugin_id).plugin_config
+        return self._host.handler_context(self.plugin_id).plugin_config
 
     @property
-    def host(self) -> PluginHost:
+    def record(self) -> PluginRecord:
+        """This plugin's record (hooks, warnings, metadata)."""
+        return self._record
+
+    @property
+    def host(self) -> HookHost:
         """The host this plugin is registered with."""
         return self._host
 
@@ -97,16 +111,16 @@ class PluginApi:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"{where}: priority must be an integer; got {priority!r}")
         options = HandlerOptions(priority, check_timeout_ms(timeout_ms, where), thread)
-        if hook not in self._host._decls:
+        if hook not in self._host.declarations:
             if optional:
                 return
-            raise UnknownHookError(self.plugin_id, self._host._unknown_hook_message(hook))
+            raise UnknownHookError(self.plugin_id, self._host.unknown_hook_message(hook))
         is_async = inspect.iscoroutinefunction(handler)
         try:
             adapted = positional_wrapper(handler)
         except TypeError as exc:
             raise HookSignatureError(self.plugin_id, f"api.on({hook!r}): {exc}") from None
-        self._host._register_object(
+        self._host.register_handlers(
             OnHandler(hook, adapted),
             self._record,
             options=options,
@@ -120,49 +134,42 @@ class PluginApi:
     def hook_allowed(self, hook: str) -> bool:
         """Whether the operator's gates let this plugin run ``hook`` (register only what
         will run, and stay quiet about the rest)."""
-        decl = self._host._decls.get(hook)
-        return decl is not None and self._host._gate(decl, self.plugin_id) is None
+        decl = self._host.declarations.get(hook)
+        return decl is not None and self._host.gate_reason(decl, self.plugin_id) is None
 
-    def register_trusted_tool_policy(
-        self, policy_id: str, evaluate: Callable[..., Any], *, description: str = ""
-    ) -> Any:
-        """Register a trusted tool policy (runs before ordinary ``before_tool_call``).
-
-        Installed plugins must be explicitly enabled and declare ``policy_id`` in
-        ``plugins.entries.<id>.contracts.trusted_tool_policies``.
-        """
-        return self._host.trusted_policies.register(
-            self._record, policy_id, evaluate, description=description
-        )
-
-    @property
-    def session(self) -> Any:
-        """Session services: ``api.session.state`` and ``api.session.workflow``."""
-        return self._host.sessions.api_for(self._record)
-
-    def register_session_extension(self, *args: Any, **kwargs: Any) -> Any:
-        """Deprecated alias of ``api.session.state.register_session_extension``."""
-        self._deprecated(
-            "api.register_session_extension", "api.session.state.register_session_extension"
-        )
-        return self.session.state.register_session_extension(*args, **kwargs)
-
-    def enqueue_next_turn_injection(self, *args: Any, **kwargs: Any) -> Any:
-        """Deprecated alias of ``api.session.workflow.enqueue_next_turn_injection``."""
-        self._deprecated(
-            "api.enqueue_next_turn_injection", "api.session.workflow.enqueue_next_turn_injection"
-        )
-        return self.session.workflow.enqueue_next_turn_injection(*args, **kwargs)
-
-    def _deprecated(self, old: str, new: str) -> None:
-        self._host._warn_once(
+    def warn_deprecated(self, old: str, new: str) -> None:
+        """Warn once that this plugin uses ``old``, naming ``new``."""
+        self._host.warn_once(
             self._record,
             old,
             f"plugin {self.plugin_id!r} uses deprecated {old}; use {new} instead",
         )
 
+    def __getattr__(self, name: str) -> Any:
+        if name in _GATEWAY_API:
+            raise AttributeError(
+                f"plugin {self.plugin_id!r}: api.{name} needs the gateway's services; load "
+                "the plugin through a gateway (agentplug.Gateway.from_config(...), or "
+                "agentplug.PluginHost), not a bare HookHost"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-class PluginHost(HookDispatcher):
+
+_GATEWAY_API = frozenset(
+    {
+        "session",
+        "actions",
+        "register_trusted_tool_policy",
+        "register_session_extension",
+        "enqueue_next_turn_injection",
+    }
+)
+
+ApiFactory = Callable[["HookHost", PluginRecord], HookApi]
+"""Builds what ``register(api)`` receives (a gateway passes the full plugin API)."""
+
+
+class HookHost(HookDispatcher):
     """Registers plugins and dispatches hooks with agentplug's rules (HOOKS.md §2).
 
     ``await host.dispatch("before_tool_call", {"tool_name": "exec", "params": {...}})``
@@ -175,18 +182,12 @@ class PluginHost(HookDispatcher):
         config: AgentplugConfig | Mapping[str, Any] | None = None,
         *,
         builtin_hooks: bool = True,
-        store: Any = None,
-        state_dir: str | Path | None = None,
+        api_factory: ApiFactory | None = None,
     ) -> None:
         super().__init__(
             config if isinstance(config, AgentplugConfig) else AgentplugConfig.parse(config)
         )
-        self.state_dir: str | Path | None = state_dir or self.config.runtime.state_dir
-        """Folder of the durable state store (``None``: in memory)."""
-        self.services = ServiceRegistry(self)
-        """The services attached to this host (see :mod:`agentplug.core.services`)."""
-        if store is not None:
-            self.services.put("store", store)
+        self._api_factory: ApiFactory = api_factory or HookApi
         self._pm = HookRelayManager(PROJECT_NAME)
         self._records: dict[str, PluginRecord] = {}
         self._objects: dict[str, object] = {}
@@ -218,30 +219,7 @@ class PluginHost(HookDispatcher):
             self._sync = SyncHost(self)
         return self._sync
 
-    # Shortcuts to the services the package root wires (``agentplug.core.services``):
-    # typed access is ``host.services.get(SessionServices)``.
-
-    @property
-    def store(self) -> Any:
-        """Durable state (grants, session extensions, injection queues): a ``StateStore``."""
-        return self.services.named("store")
-
-    @property
-    def trusted_policies(self) -> Any:
-        """Trusted tool policies (run before ordinary ``before_tool_call`` handlers)."""
-        return self.services.named("trusted_policies")
-
-    @property
-    def sessions(self) -> Any:
-        """Session extensions, next-turn injections and cleanup callbacks."""
-        return self.services.named("sessions")
-
-    @property
-    def actions(self) -> Any:
-        """The action runtime (``await host.actions.load()`` collects actions)."""
-        return self.services.named("actions")
-
-    def _warn_once(
+    def warn_once(
         self,
         record: PluginRecord,
         key: str,
@@ -249,7 +227,10 @@ class PluginHost(HookDispatcher):
         *,
         category: type[Warning] | None = DeprecationWarning,
     ) -> None:
-        """Record and log ``message`` once per plugin and ``key`` (and warn if a category)."""
+        """Record and log ``message`` once per plugin and ``key`` (and warn if a category).
+
+        Services use it for their own per-plugin notices (a deprecated field, ...).
+        """
         if (record.plugin_id, key) in self._warned:
             return
         self._warned.add((record.plugin_id, key))
@@ -292,7 +273,8 @@ class PluginHost(HookDispatcher):
         self._plans.clear()
         return names
 
-    def _unknown_hook_message(self, hook: str) -> str:
+    def unknown_hook_message(self, hook: str) -> str:
+        """Why ``hook`` is refused at registration (with a did-you-mean)."""
         close = difflib.get_close_matches(hook, list(self._decls), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return (
@@ -321,8 +303,9 @@ class PluginHost(HookDispatcher):
 
         Decorated ``@hookimpl`` functions/methods are registered with pluggy (which
         checks their arguments against the hookspec); a ``register(api)`` callable is
-        called with a :class:`PluginApi`. Raises :class:`PluginLoadError` (naming the
-        plugin and the cause) and leaves nothing half-registered on failure.
+        called with what ``api_factory`` builds (a :class:`HookApi` by default). Raises
+        :class:`PluginLoadError` (naming the plugin and the cause) and leaves nothing
+        half-registered on failure.
         """
         pid = plugin_id or default_id(plugin)
         if pid in self._records:
@@ -347,10 +330,10 @@ class PluginHost(HookDispatcher):
         self._bundled[pid] = bundled
         try:
             if has_hookimpls(plugin):
-                self._register_object(plugin, record)
+                self.register_handlers(plugin, record)
             register = register_callable(plugin)
             if register is not None:
-                returned = register(PluginApi(self, record))
+                returned = register(self._api_factory(self, record))
                 if inspect.isawaitable(returned):
                     if inspect.iscoroutine(returned):
                         returned.close()
@@ -365,12 +348,20 @@ class PluginHost(HookDispatcher):
             log.info("plugin %s registered no hook handler", pid)
         return record
 
+    def record(self, plugin_id: str) -> PluginRecord | None:
+        """The record of the registered plugin ``plugin_id`` (``None`` when unknown)."""
+        return self._records.get(plugin_id)
+
     def plugin_object(self, plugin_id: str) -> object | None:
         """The registered plugin object (module, instance or function) of ``plugin_id``."""
         return self._objects.get(plugin_id)
 
     def load_installed(
-        self, *, use_cache: bool = True, cache_dir: Path | None = None
+        self,
+        *,
+        use_cache: bool = True,
+        cache_dir: Path | None = None,
+        before_import: Callable[[str], object] | None = None,
     ) -> list[PluginRecord]:
         """Discover and register installed plugins (entry-point group ``agentplug``).
 
@@ -378,17 +369,11 @@ class PluginHost(HookDispatcher):
         (``plugins.enabled``, ``allow``, ``deny``, ``entries.<id>.enabled``) apply before
         any plugin code is imported. A plugin that fails (import error, bad signature,
         unknown hook, failing ``register``) is recorded in :attr:`load_errors` with its
-        id and cause; the others still load.
+        id and cause; the others still load. ``before_import(plugin_id)`` runs before a
+        plugin's code is imported (a gateway's plugin sources put an ejected copy first).
         """
         from agentplug.core.loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
 
-        # Extra plugin sources (the install target, ejected copies) come from the
-        # ``plugin_sources`` service when one is wired; the core knows none itself.
-        prefer_ejected_copy = (
-            self.services.named("plugin_sources").prepare()
-            if self.services.has("plugin_sources")
-            else _no_preference
-        )
         for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
             if spec.name in self._hookspec_sources:
                 continue  # a reload: these hooks are declared already
@@ -411,8 +396,8 @@ class PluginHost(HookDispatcher):
                 continue
             if pid in self._records:
                 continue
-            # An ejected (local, editable) copy of the plugin wins over the installed one.
-            prefer_ejected_copy(pid)
+            if before_import is not None:
+                before_import(pid)
             try:
                 obj = found.load()
             except Exception as exc:
@@ -467,7 +452,7 @@ class PluginHost(HookDispatcher):
         self._contexts.pop(plugin_id, None)
         self._plans.clear()
 
-    def _register_object(
+    def register_handlers(
         self,
         obj: object,
         record: PluginRecord,
@@ -475,6 +460,8 @@ class PluginHost(HookDispatcher):
         options: HandlerOptions | None = None,
         is_async: bool | None = None,
     ) -> None:
+        """Register the hook implementations of ``obj`` as handlers of ``record``'s plugin
+        (``api.on`` passes one handler with its options)."""
         pid = record.plugin_id
         existing = self._pm.get_name(obj)
         if existing is not None:
@@ -506,7 +493,7 @@ class PluginHost(HookDispatcher):
                     "ordinary handler and use priority to run early"
                 )
             elif not caller.has_spec() and not impl.optionalhook:
-                problem = self._unknown_hook_message(caller.name)
+                problem = self.unknown_hook_message(caller.name)
             if problem is not None:
                 self._pm.unregister(name=name)
                 del self._owners[name]
@@ -518,24 +505,24 @@ class PluginHost(HookDispatcher):
 
     def _note_hook(self, record: PluginRecord, hook: str) -> None:
         decl = self._decls[hook]
-        gate = self._gate(decl, record.plugin_id)
+        gate = self.gate_reason(decl, record.plugin_id)
         # A gated hook is refused: it is listed apart and its handlers only appear in
         # dispatch traces as ``blocked-by-gate`` (never run).
         listed = record.refused_hooks if gate is not None else record.hooks
         if hook not in listed:
             listed.append(hook)
         if decl.deprecation is not None:
-            self._warn_once(
+            self.warn_once(
                 record,
                 hook,
                 f"plugin {record.plugin_id!r} uses deprecated hook {hook!r}; "
                 f"use {decl.deprecation.replacement} instead",
             )
         if gate is not None:
-            self._warn_once(record, "gate:" + hook, gate, category=None)
+            self.warn_once(record, "gate:" + hook, gate, category=None)
         relay = getattr(self._pm.hook, hook)
         if decl.kind is HookKind.SYNC and has_async_handler(relay, self._owners, record.plugin_id):
-            self._warn_once(
+            self.warn_once(
                 record,
                 "async:" + hook,
                 f"plugin {record.plugin_id!r}: hook {hook!r} is synchronous; the "
@@ -545,7 +532,8 @@ class PluginHost(HookDispatcher):
 
     # -- plans ------------------------------------------------------------------------
 
-    def _handler_context(self, plugin_id: str) -> HandlerContext:
+    def handler_context(self, plugin_id: str) -> HandlerContext:
+        """What ``plugin_id``'s handlers see as ``event.context`` (its resolved config)."""
         context = self._contexts.get(plugin_id)
         if context is None:
             raw = self.config.entry(plugin_id).config
@@ -553,7 +541,8 @@ class PluginHost(HookDispatcher):
             self._contexts[plugin_id] = context
         return context
 
-    def _gate(self, decl: HookDecl, plugin_id: str) -> str | None:
+    def gate_reason(self, decl: HookDecl, plugin_id: str) -> str | None:
+        """Why the operator's gates refuse ``plugin_id`` on ``decl`` (``None``: allowed)."""
         return gate_reason(self.config, decl, plugin_id, self._bundled.get(plugin_id, True))
 
     def _build_plan(self, hook: str) -> HookPlan:
@@ -565,7 +554,7 @@ class PluginHost(HookDispatcher):
             self._owners,
             self.config,
             self._bundled,
-            self._handler_context,
+            self.handler_context,
         )
         plan = HookPlan(decl, handlers, self._reducers[hook])
         self._plans[hook] = plan
@@ -588,9 +577,10 @@ class PluginHost(HookDispatcher):
             "or make it async"
         )
         if record is not None:
-            self._warn_once(record, "overrun:" + handler.hook, message, category=None)
+            self.warn_once(record, "overrun:" + handler.hook, message, category=None)
         remember_overrun(handler.plugin_id, handler.hook, elapsed_s, handler.budget)
 
 
-def _no_preference(plugin_id: str) -> None:
-    return None
+PluginHost = HookHost
+"""Transitional name inside the framework (the public ``agentplug.PluginHost`` is the
+gateway's host); modules below the gateway move to :class:`HookHost`."""

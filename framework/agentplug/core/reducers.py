@@ -33,6 +33,7 @@ from agentplug_hookspecs.tools import (
     ToolCallOutcome,
 )
 
+from agentplug.core.filters import outcome_filter
 from agentplug.core.outcomes import (
     _ATOMS,
     _NO_PARAMS,
@@ -42,7 +43,6 @@ from agentplug.core.outcomes import (
     _set,
     _untouched_builder,
 )
-from agentplug.core.services import outcome_filter
 
 __all__ = ["MAX_FINALIZE_ATTEMPTS", "Reducer", "reducer_for"]
 

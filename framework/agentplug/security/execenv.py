@@ -17,6 +17,8 @@ from typing import Any
 
 from agentplug_hookspecs.tools import DroppedEnvKey, ExecEnvOutcome
 
+from agentplug.core.filters import register_outcome_filter
+
 __all__ = ["EnvFilterResult", "ExecEnvPolicy", "exec_env_outcome", "filter_exec_env"]
 
 _VALID_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -102,8 +104,8 @@ def filter_exec_env(env: Mapping[Any, Any], policy: ExecEnvPolicy | None = None)
 def exec_env_outcome(env: dict[str, str], contributors: dict[str, str]) -> ExecEnvOutcome:
     """The ``resolve_exec_env`` outcome: the merged environment, filtered.
 
-    Wired as the ``exec_env`` post-filter of the hook's ``DictMerge`` reduction;
-    ``contributors`` maps each key to the plugin that set it last.
+    Registered (below) as the ``exec_env`` post-filter of the hook's ``DictMerge``
+    reduction; ``contributors`` maps each key to the plugin that set it last.
     """
     filtered = filter_exec_env(env)
     return ExecEnvOutcome(
@@ -114,3 +116,6 @@ def exec_env_outcome(env: dict[str, str], contributors: dict[str, str]) -> ExecE
         ],
         contributors={k: contributors[k] for k in filtered.env if k in contributors},
     )
+
+
+register_outcome_filter("exec_env", exec_env_outcome)

@@ -256,7 +256,7 @@ class _Job:
 class ClusterCron:
     """Runs interval jobs on one gateway of a cluster: the holder of the cron lease.
 
-    ``store`` defaults to ``host.store``; every gateway sharing it with the same
+    ``store`` is the gateway's state store; every gateway sharing it with the same
     ``name`` competes for one lease. ``poll_ms`` (default ``lease_ms / 4``) is how often
     the lease is renewed and due ticks are looked for; it must stay well below
     ``lease_ms``. ``cron`` is the :class:`~agentplug.services.lifecycle.CronService`
@@ -276,7 +276,7 @@ class ClusterCron:
         self,
         host: PluginHost,
         *,
-        store: StateStore | None = None,
+        store: StateStore,
         node_id: str | None = None,
         lease_ms: int = 10_000,
         poll_ms: int | None = None,
@@ -284,7 +284,7 @@ class ClusterCron:
         name: str = "cron",
     ) -> None:
         self.host = host
-        self.store: StateStore = store if store is not None else host.store
+        self.store: StateStore = store
         self.node_id = node_id or default_node_id()
         self.lease = CronLease(self.store, self.node_id, lease_ms=lease_ms, name=name)
         self.poll_ms = poll_ms if poll_ms is not None else max(1, lease_ms // 4)

@@ -33,7 +33,8 @@ from agentplug.core.dispatch import DispatchResult
 from agentplug.services.signals import AbortController, AbortSignal
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.core.host import HookHost as PluginHost
+    from agentplug.services.sessions import SessionServices
 
 __all__ = [
     "CronService",
@@ -76,10 +77,13 @@ class ShutdownFinalizer:
         timeout_s: float | None = None,
         *,
         cron: CronService | None = None,
+        sessions: SessionServices | None = None,
         grace_s: float = 2.0,
         hard_exit: bool = True,
     ) -> None:
         self.host = host
+        self.sessions = sessions
+        """The gateway's session services (a restart tells their cleanup callbacks)."""
         self.active_sessions = active_sessions
         self.timeout_s = (
             timeout_s if timeout_s is not None else host.config.runtime.shutdown_timeout_ms / 1000
@@ -210,20 +214,17 @@ class ShutdownFinalizer:
             sessions = []
         if self.cron is not None:
             self.cron.shutdown()
-        if reason == "restart":
-            self.host.sessions.restart()
+        if reason == "restart" and self.sessions is not None:
+            self.sessions.restart()
+        hooks = self.host.hooks
         ends = [
-            self.host.dispatch(
-                "session_end",
-                {"session_key": key, "reason": reason},
-                {"session_key": key},
-            )
+            hooks.session_end({"session_key": key, "reason": reason}, {"session_key": key})
             for key in sessions
         ]
         if ends:
             reserve = self.timeout_s / 2
             timed_out |= not await _bounded(ends, deadline - reserve)
-        stop = self.host.dispatch("gateway_stop", {"reason": reason}, {"reason": reason})
+        stop = hooks.gateway_stop({"reason": reason}, {"reason": reason})
         timed_out |= not await _bounded([stop], deadline)
         pending = self.host.tracker.pending
         report = FinalizeReport(
@@ -369,9 +370,7 @@ class CronService:
             leader=leader,
             is_leader=is_leader,
         )
-        return await self.host.dispatch(
-            "cron_reconciled", {"reason": reason, "enabled": enabled}, ctx
-        )
+        return await self.host.hooks.cron_reconciled({"reason": reason, "enabled": enabled}, ctx)
 
     async def changed(
         self,
@@ -387,8 +386,7 @@ class CronService:
         if reason == "scheduled" and next_run_at_ms is None:
             next_run_at_ms = snapshot.state.next_run_at_ms
         ctx = CronContext(abort_signal=self.signal, leader=self.leader, is_leader=self.is_leader)
-        return await self.host.dispatch(
-            "cron_changed",
+        return await self.host.hooks.cron_changed(
             {
                 "reason": reason,
                 "job": snapshot,

@@ -57,7 +57,7 @@ from agentplug.core.errors import PluginLoadError
 from agentplug.core.registration import call_shape
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost, PluginRecord
+    from agentplug.core.host import HookHost, PluginRecord
 
 __all__ = [
     "PolicyOutcome",
@@ -159,9 +159,9 @@ class PolicyOutcome:
 
 
 class TrustedToolPolicies:
-    """The host's registry of trusted tool policies (``host.trusted_policies``)."""
+    """The registry of trusted tool policies of one gateway (``gateway.policies``)."""
 
-    def __init__(self, host: PluginHost) -> None:
+    def __init__(self, host: HookHost) -> None:
         self._host = host
         self._policies: dict[tuple[str, str], TrustedToolPolicy] = {}
         self._seq = 0
@@ -245,12 +245,12 @@ class TrustedToolPolicies:
 
     def _alive(self, policy: TrustedToolPolicy) -> bool:
         # A plugin that failed to load or was unregistered leaves no policy behind.
-        return self._host._records.get(policy.plugin_id) is policy.record
+        return self._host.record(policy.plugin_id) is policy.record
 
     @property
     def policies(self) -> list[TrustedToolPolicy]:
         """Live policies in evaluation order."""
-        order = {pid: i for i, pid in enumerate(self._host._records)}
+        order = {r.plugin_id: i for i, r in enumerate(self._host.plugins)}
         live = [p for p in self._policies.values() if self._alive(p)]
         live.sort(key=lambda p: (not p.bundled, order.get(p.plugin_id, 1 << 30), p.seq))
         return live
@@ -367,14 +367,14 @@ class TrustedToolPolicies:
     async def _run_one(
         self, policy: TrustedToolPolicy, event: ToolCallEvent, ctx: ToolContext
     ) -> Any:
-        token = bind_handler_context(self._host._handler_context(policy.plugin_id))
+        token = bind_handler_context(self._host.handler_context(policy.plugin_id))
         try:
             value = policy.evaluate(event, ctx)
         finally:
             _HANDLER_CONTEXT.reset(token)
         if not inspect.isawaitable(value):
             return value
-        host_ctx = self._host._handler_context(policy.plugin_id)
+        host_ctx = self._host.handler_context(policy.plugin_id)
 
         async def bound() -> Any:
             bind_handler_context(host_ctx)

@@ -40,10 +40,10 @@ from pydantic import Field
 
 from agentplug.core.dispatch import HandlerReport
 from agentplug.services.approvals.broker import ApprovalBroker
-from agentplug.services.policies import PolicyTraceEntry
+from agentplug.services.policies import PolicyTraceEntry, TrustedToolPolicies
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.core.host import HookHost
 
 __all__ = ["ToolCallDecision", "ToolCallGate", "exec_env_metadata"]
 
@@ -98,21 +98,24 @@ def exec_env_metadata(
 
 
 class ToolCallGate:
-    """What a host calls before running a tool (see the module docstring).
+    """What runs before a tool may run (see the module docstring): the decision half of
+    the :class:`~agentplug.agent.pipeline.ToolCallPipeline`.
 
-    ``broker`` defaults to an :class:`ApprovalBroker` *without* resolver (approvals
-    block as ``no-resolver``) whose grants live in ``host.store``.
+    ``policies`` are the gateway's trusted tool policies; ``broker`` its approval broker
+    (a broker without a resolver blocks every approval as ``no-resolver``).
     """
 
     def __init__(
         self,
-        host: PluginHost,
-        broker: ApprovalBroker | None = None,
+        host: HookHost,
+        policies: TrustedToolPolicies,
+        broker: ApprovalBroker,
         *,
         resolve_exec_env: bool = True,
     ) -> None:
         self.host = host
-        self.broker = broker if broker is not None else ApprovalBroker(None, store=host.store)
+        self.policies = policies
+        self.broker = broker
         self.resolve_exec_env = resolve_exec_env
         self.audit: deque[dict[str, Any]] = deque(maxlen=1_000)
         """Latest decisions and exec-env resolutions (JSON-compatible; no env values)."""
@@ -131,7 +134,7 @@ class ToolCallGate:
     ) -> ExecEnvOutcome:
         """Dispatch ``resolve_exec_env``; return the merged, filtered env and record it."""
         event = ExecEnvEvent(session_key=session_key, tool_name="exec", host=host_kind)
-        result = await self.host.dispatch("resolve_exec_env", event, ctx)
+        result = await self.host.hooks.resolve_exec_env(event, ctx)
         outcome = result.outcome
         assert isinstance(outcome, ExecEnvOutcome)
         self.audit.append(
@@ -163,7 +166,7 @@ class ToolCallGate:
             if isinstance(ctx, ToolContext)
             else ToolContext.model_validate(dict(ctx) if ctx is not None else {})
         )
-        policy = await self.host.trusted_policies.evaluate_all(ev, cx)
+        policy = await self.policies.evaluate_all(ev, cx)
         if policy.blocked:
             return self._done(
                 ev,
@@ -177,7 +180,7 @@ class ToolCallGate:
                 ),
             )
         hook_event = ev.replace(params=policy.params) if policy.params_changed_by else ev
-        result = await self.host.dispatch("before_tool_call", hook_event, cx)
+        result = await self.host.hooks.before_tool_call(hook_event, cx)
         outcome = result.outcome
         assert isinstance(outcome, ToolCallOutcome)
         handlers = result.handlers
@@ -259,7 +262,7 @@ class ToolCallGate:
             return
         for record in self.host.plugins:
             if record.plugin_id == approval.plugin_id:
-                self.host._warn_once(
+                self.host.warn_once(
                     record,
                     "approval.timeout_behavior",
                     f"plugin {record.plugin_id!r} sets deprecated require_approval."

@@ -37,7 +37,8 @@ from agentplug.core.reducers import MAX_FINALIZE_ATTEMPTS
 from agentplug.services.sessions.injections import InjectionClaim
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.core.host import HookHost as PluginHost
+    from agentplug.services.sessions import SessionServices
 
 __all__ = [
     "CANCELLED_BY_MESSAGE_SENDING_HOOK",
@@ -86,9 +87,6 @@ class PreparedTurn(BaseModel):
     messages: list[Any]
     injections: list[dict[str, Any]] = Field(default_factory=list)
     """The next-turn injections claimed for this turn (delivered to ``agent_turn_prepare``)."""
-    claim: InjectionClaim | None = Field(default=None, exclude=True)
-    """The claim on ``injections`` when ``prepare_turn(acknowledge=False)``: the caller
-    passes it to ``host.sessions.ack_injections`` once its prompt is final."""
     prepend_context: str | None = None
     append_context: str | None = None
     system_prompt: str | None = None
@@ -122,10 +120,9 @@ async def prepare_turn(
     messages: list[Any],
     ctx: AgentContext | Mapping[str, Any] | None = None,
     *,
+    sessions: SessionServices,
     run_id: str | None = None,
     render_injections: bool = False,
-    between: Callable[[], Awaitable[Any]] | None = None,
-    acknowledge: bool = True,
 ) -> PreparedTurn:
     """Claim injections, run ``agent_turn_prepare`` then ``before_prompt_build``.
 
@@ -135,33 +132,29 @@ async def prepare_turn(
     hooks have run the injections are acknowledged (removed, their idempotency keys
     marked delivered); if a hook raises first they are released instead, back to the
     queue for the next turn (a crash leaves them to come back when the lease runs
-    out). ``acknowledge=False`` leaves the acknowledgement to the caller
-    (``PreparedTurn.claim``), for a runtime whose prompt is final only after more hooks.
+    out). ``sessions`` are the gateway's session services holding the injections.
+    (:class:`~agentplug.AgentRunner` orders these hooks itself, with
+    ``before_model_resolve`` between them.)
 
     ``render_injections=True`` makes the runtime itself put each injection's text into
     the prepend/append context (for hosts with no plugin consuming them); leave it off
     when a plugin such as ``prompt-context`` renders them, or they appear twice.
-
-    ``between`` is awaited after ``agent_turn_prepare`` and before ``before_prompt_build``
-    (the turn runner resolves the model there: ``before_model_resolve``).
     """
     cx = _context(ctx, AgentContext, session_key=session_key, run_id=run_id)
-    claim: InjectionClaim = host.sessions.claim_injections(session_key)
+    assert isinstance(cx, AgentContext)
+    claim: InjectionClaim = sessions.claim_injections(session_key)
     injections = claim.entries
     try:
-        prepared = await host.dispatch(
-            "agent_turn_prepare",
+        prepared = await host.hooks.agent_turn_prepare(
             {"prompt": prompt, "messages": messages, "injections": injections, "run_id": run_id},
             cx,
         )
-        if between is not None:
-            await between()
-        built = await host.dispatch(
-            "before_prompt_build", {"prompt": prompt, "messages": messages, "run_id": run_id}, cx
+        built = await host.hooks.before_prompt_build(
+            {"prompt": prompt, "messages": messages, "run_id": run_id}, cx
         )
     except BaseException:
         # The prompt was never built: give the injections back for the next turn.
-        host.sessions.release_injections(claim, after_failure=True)
+        sessions.release_injections(claim, after_failure=True)
         raise
     early, late = prepared.outcome, built.outcome
     before: list[str | None] = []
@@ -169,13 +162,11 @@ async def prepare_turn(
     if render_injections:
         before = [i["text"] for i in injections if i.get("placement") != "append"]
         after = [i["text"] for i in injections if i.get("placement") == "append"]
-    if acknowledge:
-        host.sessions.ack_injections(claim)
+    sessions.ack_injections(claim)
     return PreparedTurn(
         prompt=prompt,
         messages=list(messages),
         injections=injections,
-        claim=None if acknowledge else claim,
         prepend_context=_join(*before, early.prepend_context, late.prepend_context),
         append_context=_join(*after, early.append_context, late.append_context),
         system_prompt=late.system_prompt,
@@ -229,7 +220,7 @@ async def guard_run(
     The blocking plugin's ``reason`` is confidential: it stays in the reduced outcome,
     which this function drops; nothing here logs or returns it.
     """
-    result = await host.dispatch("before_agent_run", event, ctx)
+    result = await host.hooks.before_agent_run(event, ctx)
     outcome: AgentRunOutcome = result.outcome
     handlers = result.handlers
     if outcome.outcome != "block":
@@ -357,7 +348,7 @@ async def send_message(
     ``deliver`` the result is ``ready`` and the host sends ``content`` itself.
     ``message_sent`` handlers never change the result.
     """
-    result = await host.dispatch("message_sending", event, ctx)
+    result = await host.hooks.message_sending(event, ctx)
     outcome: MessageSendingOutcome = result.outcome
     if outcome.cancelled:
         return DeliveryResult(
@@ -399,8 +390,7 @@ async def notify_sent(
     ctx: MessageContext | Mapping[str, Any] | None = None,
 ) -> None:
     """Dispatch ``message_sent`` for a finished delivery (its handlers change nothing)."""
-    await host.dispatch(
-        "message_sent",
+    await host.hooks.message_sent(
         {
             "content": delivery.content or "",
             "to": event.get("to"),
@@ -467,8 +457,8 @@ async def send_reply_payload(
     """
     trust = {k: v for k, v in payload.items() if k in TRUST_MARKERS}
     clean = strip_trust_markers(dict(payload))
-    result = await host.dispatch(
-        "reply_payload_sending", {"payload": clean, "channel": channel, "to": to}, ctx
+    result = await host.hooks.reply_payload_sending(
+        {"payload": clean, "channel": channel, "to": to}, ctx
     )
     outcome: ReplyPayloadOutcome = result.outcome
     if outcome.cancelled:

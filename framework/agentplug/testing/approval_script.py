@@ -133,11 +133,11 @@ class ApprovalScript:
 
     @property
     def broker(self) -> ApprovalBroker:
-        """An :class:`~agentplug.services.approvals.ApprovalBroker` using this resolver."""
+        """The gateway's :class:`~agentplug.services.approvals.ApprovalBroker`, answering
+        through this resolver."""
         if self._broker is None:
-            from agentplug.services.approvals import ApprovalBroker
-
-            self._broker = ApprovalBroker(self)
+            self._broker = self._state.host.gateway.approvals
+            self._broker.use_resolver(self)
         return self._broker
 
     async def decide(
@@ -165,7 +165,7 @@ class ApprovalScript:
     ) -> ToolCallCheck:
         """Dispatch ``before_tool_call`` on ``agentplug_host``, then ask for approval."""
         payload = {"tool_name": tool_name, "params": dict(params or {}), **event}
-        result = await self._state.host.dispatch("before_tool_call", payload, ctx)
+        result = await self._state.host.hooks.before_tool_call(payload, ctx)
         verdict = await self.decide(tool_name, result)
         return ToolCallCheck(result, verdict)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from agentplug.agent import AgentRunner, ScriptedProvider, ToolOutput, TurnResult
 from agentplug.agent.tools import Tool
-from agentplug.core.host import PluginHost
-from agentplug.services.approvals import ApprovalBroker, TerminalResolver
+from agentplug.gateway import PluginHost
+from agentplug.services.approvals import TerminalResolver
 from agentplug.testing.conversation_model import ConversationTurn, ScenarioTool
 from agentplug.testing.scenario import Scenario, _resolver
 from agentplug.testing.scenario_check import MISSING, Mismatch, StepExpectation, StepFailure, match
@@ -64,14 +64,17 @@ def _scripted_tool(spec: ScenarioTool) -> Tool:
 
 
 def build_runner(scenario: Scenario, host: PluginHost, *, interactive: bool = False) -> AgentRunner:
-    """The runner of a scenario's conversation (scripted provider, scripted tools)."""
+    """The runner of a scenario's conversation (scripted provider, scripted tools) on the
+    host's gateway, whose approvals the scenario's scripted decisions answer."""
     settings = {**dict(host.config.agent), **scenario.agent}
     settings.setdefault("model", "scripted/scenario")
     resolver = _resolver(scenario.approvals)
     if resolver is None and interactive:
         resolver = TerminalResolver()  # type: ignore[assignment]
+    gateway = host.gateway
+    gateway.approvals.use_resolver(resolver)
     provider = ScriptedProvider([], default="(the scenario scripted no more model replies)")
-    runner = AgentRunner(host, provider, config=settings, broker=ApprovalBroker(resolver))
+    runner = gateway.runner_for(provider, config=settings)
     for spec in scenario.tools:
         runner.tools.add(_scripted_tool(spec))
     runner.channel = lambda payload: {"delivered": True}
@@ -94,7 +97,7 @@ async def run_conversation(
         if on_turn is not None:
             on_turn(index)
         if turn.approvals is not None:
-            runner.broker.resolver = _resolver(turn.approvals)
+            runner.broker.use_resolver(_resolver(turn.approvals))
         provider.responses = list(turn.model)
         provider.calls = 0
         provider.requests = []
@@ -103,7 +106,7 @@ async def run_conversation(
         else:
             session_key = turn.session_key or "agent:main:scenario"
         for item in turn.injections:
-            host.sessions.enqueue_injection(
+            host.gateway.sessions.enqueue_injection(
                 str(item.get("plugin_id") or "scenario"),
                 str(item.get("session_key") or session_key),
                 str(item["text"]),

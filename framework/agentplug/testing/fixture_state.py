@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from agentplug_hookspecs import HookDecl
 
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import PluginHost
 
 
 class AgentplugPytestWarning(pytest.PytestWarning):

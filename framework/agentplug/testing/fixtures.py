@@ -22,7 +22,7 @@ from agentplug.testing.recorder import Dispatcher, DispatchRecorder
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway, PluginHost
 
 
 @pytest.fixture
@@ -32,11 +32,18 @@ def agentplug_config(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @pytest.fixture
-def agentplug_host(request: pytest.FixtureRequest, agentplug_config: Any) -> PluginHost:
-    """An isolated host: the config above, no installed plugin unless the test asks."""
-    from agentplug.core.host import PluginHost
+def agentplug_gateway(request: pytest.FixtureRequest, agentplug_config: Any) -> Gateway:
+    """An isolated gateway: the config above, its state in memory unless the config names
+    a state directory or URL, no installed plugin unless the test asks."""
+    from agentplug.gateway import Gateway
 
-    host = PluginHost(_with_markers(_config_mapping(agentplug_config), request.node))
+    return Gateway(_with_markers(_config_mapping(agentplug_config), request.node))
+
+
+@pytest.fixture
+def agentplug_host(request: pytest.FixtureRequest, agentplug_gateway: Gateway) -> PluginHost:
+    """The host of ``agentplug_gateway``: register plugins, dispatch hooks."""
+    host = agentplug_gateway.host
     state = _state(request, host)
     marker = request.node.get_closest_marker("agentplug_entry_points")
     if marker is not None:

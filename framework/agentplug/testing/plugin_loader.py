@@ -7,8 +7,9 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost, PluginRecord
+    from agentplug.core.host import PluginRecord
     from agentplug.core.loader import DiscoveredPlugin
+    from agentplug.gateway import PluginHost
     from agentplug.testing.fixture_state import _TestState
 
 

@@ -9,8 +9,12 @@ Fixtures (function scope):
     The operator config (a dict) of ``agentplug_host``. Override the fixture in a test
     module or ``conftest.py``, or use ``@pytest.mark.agentplug_config({...})`` (applied on
     top of the fixture value; the closest marker wins, dicts are merged deeply).
+``agentplug_gateway``
+    An isolated :class:`~agentplug.Gateway` built from that config (its state in memory
+    unless the config names a state directory or URL): ``.sessions``, ``.actions``,
+    ``.approvals``, ``.tool_calls``, ``.runner``.
 ``agentplug_host``
-    An isolated :class:`~agentplug.PluginHost` built from that config. No installed plugin
+    The gateway's :class:`~agentplug.PluginHost`. No installed plugin
     (entry point) is loaded unless the test is marked ``@pytest.mark.agentplug_entry_points``
     (every installed plugin, with the config's filters) or
     ``@pytest.mark.agentplug_entry_points("name", ...)`` (just those), or loads one with

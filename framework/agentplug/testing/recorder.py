@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 if TYPE_CHECKING:
     from agentplug.core.dispatch import DispatchResult, HandlerReport
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import PluginHost
     from agentplug.testing.fixture_state import _TestState
 
 

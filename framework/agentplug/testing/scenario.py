@@ -46,14 +46,14 @@ from pydantic_core import PydanticCustomError
 from agentplug.core.config import AgentplugConfig
 from agentplug.core.datafiles import DataFileError, read_data_file
 from agentplug.core.errors import AgentplugError, PluginLoadError, printable
-from agentplug.core.host import PluginHost
 from agentplug.core.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, discover
+from agentplug.gateway import Gateway, PluginHost
 from agentplug.services.approvals import (
-    ApprovalBroker,
     ApprovalResolver,
     ScriptedResolver,
     TerminalResolver,
 )
+from agentplug.store import MemoryStore
 from agentplug.testing.conversation_model import ConversationTurn, ScenarioTool
 
 __all__ = [
@@ -277,13 +277,15 @@ def _on_sys_path(directory: Path | None) -> Iterator[None]:
 def build_host(
     scenario: Scenario, *, use_cache: bool = True, base_dir: str | Path | None = None
 ) -> PluginHost:
-    """A host with the scenario's config and plugins (failures raise, naming the plugin).
+    """The host of a gateway with the scenario's config and plugins (state in memory);
+    failures raise, naming the plugin.
 
     ``module:`` plugins are imported with ``base_dir`` (default: the directory of the
     scenario file, :attr:`Scenario.base_dir`) first on ``sys.path``; the entry is removed
     again once the plugins are loaded.
     """
-    host = PluginHost(AgentplugConfig.parse(scenario.config, "scenario config"))
+    config = AgentplugConfig.parse(scenario.config, "scenario config")
+    host = Gateway(config, store=MemoryStore()).host
     installed = {p.name: p for p in discover(ENTRY_POINT_GROUP, use_cache=use_cache)}
     directory = Path(base_dir).resolve() if base_dir is not None else scenario.base_dir
     with _on_sys_path(directory):
@@ -375,7 +377,8 @@ async def run_scenario(
     resolver: ApprovalResolver | None = _resolver(scenario.approvals)
     if resolver is None and interactive:
         resolver = TerminalResolver()
-    broker = ApprovalBroker(resolver)
+    broker = host.gateway.approvals
+    broker.use_resolver(resolver)
     reports: list[StepReport] = []
     try:
         for index, step in enumerate(scenario.steps):

@@ -43,7 +43,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from agentplug.core.host import PluginHost
+from agentplug.gateway import PluginHost
 from agentplug.testing.scenario import (
     Scenario,
     ScenarioError,

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentplug.actions.runtime import AgentRuntime
+
+if TYPE_CHECKING:
+    from agentplug.core.host import HookHost
+    from agentplug.store import StateStore
 
 __all__ = ["BUILTIN_MODULES", "action_runtime", "register_builtins"]
 
@@ -48,6 +53,8 @@ def register_builtins(runtime: AgentRuntime) -> list[str]:
     return registered
 
 
-def action_runtime(host: Any) -> AgentRuntime:
-    """The ``actions`` service of a host: an :class:`AgentRuntime` with the built-ins."""
-    return AgentRuntime(host, builtins=register_builtins)
+def action_runtime(
+    host: HookHost, store: StateStore, state_dir: Path | None = None
+) -> AgentRuntime:
+    """A gateway's action runtime: an :class:`AgentRuntime` with the built-ins."""
+    return AgentRuntime(host, store=store, state_dir=state_dir, builtins=register_builtins)

@@ -378,8 +378,9 @@ class RestartController:
         if self.mode == "cli":
             report.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             self._finish(report)
-            with contextlib.suppress(Exception):
-                host.store.close()
+            if runtime is not None:
+                with contextlib.suppress(Exception):
+                    runtime.store.close()
             self.exit_fn(self.exit_code)
             return report
         self.attach(host)
@@ -505,10 +506,11 @@ async def _restart_handler(
 ) -> ActionResult:
     params = options.parameters if options else {}
     reason = params.get("reason") or None
-    host = getattr(runtime, "host", None)
-    if host is None:
+    store = getattr(runtime, "store", None)
+    if getattr(runtime, "host", None) is None or store is None:
         return ActionResult.failure(
-            "RESTART_AGENT needs a host runtime (runtime.host); none is available here."
+            "RESTART_AGENT needs a gateway's action runtime (runtime.host and runtime.store); "
+            "none is available here."
         )
     controller = get_restart_controller(runtime)
     if getattr(controller, "pending", False):
@@ -518,7 +520,7 @@ async def _restart_handler(
             data={"mode": controller.mode, "already_scheduled": True},
         )
     log.warning("RESTART_AGENT requested (reason: %s)", reason or "none given")
-    memory = MemoryLog(host.store).add(
+    memory = MemoryLog(store).add(
         RESTART_TEXT,
         kind="restart",
         room_id=message.room_id,

@@ -53,7 +53,8 @@ def get_plugin_manager(runtime: ActionRuntime) -> PluginManager:
     if isinstance(found, PluginManager):
         return found
     host = getattr(runtime, "host", None)
-    manager = PluginManager(host)
+    # Rooted at the gateway's state directory when it has one, like the control API's.
+    manager = PluginManager(host, getattr(runtime, "state_dir", None))
     register = getattr(runtime, "register_service", None)
     if callable(register):
         register(PLUGIN_MANAGER_SERVICE, manager)

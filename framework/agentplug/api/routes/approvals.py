@@ -1,8 +1,8 @@
 """Approvals and standing grants (:class:`ApprovalRoutes`).
 
 ``GET /api/approvals``, ``POST /api/approvals/{id}``, ``GET /api/approvals/grants`` and
-``DELETE /api/approvals/grants/{id}``, resolved through the runtime service ``approvals``.
-With a shared broker (``agentplug serve``) the list and the decisions go through the state
+``DELETE /api/approvals/grants/{id}``, resolved through the gateway's approval broker.
+With a shared broker (a durable store) the list and the decisions go through the state
 store: an approval pending on any gateway sharing it is listed and decided here.
 """
 
@@ -18,9 +18,6 @@ from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, p
 from agentplug.services.approvals.models import ResolveStatus
 from agentplug.services.approvals.shared import expire_pending, list_pending
 from agentplug.store import StateStoreUnavailable
-
-APPROVALS_SERVICE = "approvals"
-"""Runtime service name of the :class:`ApprovalBroker` the API resolves approvals through."""
 
 _STATUS_CODES: dict[ResolveStatus, int] = {
     "unknown": 404,
@@ -44,14 +41,7 @@ class ApprovalRoutes(ApiBase):
     approvals_by = "api"
 
     def _approvals(self) -> tuple[ApprovalBroker, ProgrammaticResolver]:
-        broker = self.host.actions.get_service(APPROVALS_SERVICE)
-        if not isinstance(broker, ApprovalBroker):
-            raise HTTPException(
-                503,
-                f"no ApprovalBroker is registered as runtime service {APPROVALS_SERVICE!r}; "
-                "`agentplug serve` wires one (embedding hosts: see agentplug.api.serve."
-                "wire_approvals)",
-            )
+        broker = self.gateway.approvals
         resolver = broker.resolver
         if not isinstance(resolver, ProgrammaticResolver):
             raise HTTPException(

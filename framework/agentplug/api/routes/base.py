@@ -14,7 +14,7 @@ from agentplug.core.datafiles import DataFileError, parse_json
 if TYPE_CHECKING:
     from agentplug.actions.builtins.comms import OutputHub
     from agentplug.actions.terminal import TerminalService
-    from agentplug.core.host import PluginHost
+    from agentplug.gateway import Gateway, PluginHost
 
 log = logging.getLogger("agentplug.api")
 
@@ -40,8 +40,9 @@ def _refused(request: Request, status: int, why: str) -> None:
 
 
 class ApiBase:
-    """What the route mixins share: the host, the paths, the terminal, body parsing."""
+    """What the route mixins share: the gateway, the paths, the terminal, body parsing."""
 
+    gateway: Gateway
     host: PluginHost
     state_dir: Path
     config_path: Path | None
@@ -90,4 +91,4 @@ class ApiBase:
     def _hub(self) -> OutputHub:
         from agentplug.actions.builtins.comms import output_hub
 
-        return output_hub(self.host.actions)
+        return output_hub(self.gateway.actions)

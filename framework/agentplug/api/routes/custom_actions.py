@@ -41,7 +41,7 @@ from agentplug.core.datafiles import DataFileError, read_data_file
 from agentplug.core.redaction import scrub_data
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.actions.runtime import AgentRuntime
 
 MAX_ACTIVE_CODE_TESTS = 4
 """``code`` tests running at once; more are answered 429 (each starts a sandbox process)."""
@@ -133,7 +133,7 @@ class CustomActionRoutes(ApiBase):
         return None
 
     def _unregister(self, name: str) -> Action | None:
-        registry = self.host.actions.registry
+        registry = self.gateway.actions.registry
         if registry.owner_of(name) != CUSTOM_ACTIONS_OWNER:
             return None
         action: Action | None = registry.unregister(name)
@@ -143,13 +143,15 @@ class CustomActionRoutes(ApiBase):
         """Register ``defn`` live (``ActionConflictError`` when another owner has the name)."""
         if defn.enabled:
             register_custom_action_live(
-                defn, _CustomOwner(self.host), services=self.host.actions.custom_services
+                defn,
+                _CustomOwner(self.gateway.actions),
+                services=self.gateway.actions.custom_services,
             )
 
     def _restore(self, action: Action | None) -> None:
         if action is not None:
             with contextlib.suppress(ActionConflictError):
-                self.host.actions.registry.register(action, CUSTOM_ACTIONS_OWNER)
+                self.gateway.actions.registry.register(action, CUSTOM_ACTIONS_OWNER)
 
     async def actions_list(self, request: Request) -> Response:
         actions, errors = [], []
@@ -266,7 +268,7 @@ class CustomActionRoutes(ApiBase):
         if index is None:
             return _error(404, f"no custom action with id {action_id!r}")
         defn = self._validate(entries[index])
-        services = self.host.actions.custom_action_services()
+        services = self.gateway.actions.custom_action_services()
         is_code = isinstance(defn.handler, CodeHandlerDef)
         if is_code:
             # Checked and counted without an await in between: the limit is exact.
@@ -291,8 +293,8 @@ class CustomActionRoutes(ApiBase):
 class _CustomOwner:
     """Runtime view for live registration under the owner ``AgentRuntime.load`` uses."""
 
-    def __init__(self, host: PluginHost) -> None:
-        self._runtime = host.actions
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self._runtime = runtime
 
     def get_service(self, name: str) -> object | None:
         service: object | None = self._runtime.get_service(name)

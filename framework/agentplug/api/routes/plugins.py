@@ -13,8 +13,6 @@ from agentplug.api.responses import _error, _jsonable
 from agentplug.api.routes.base import ApiBase
 from agentplug.core.errors import AgentplugError
 
-PLUGIN_MANAGER_SERVICE = "plugin_manager"
-
 
 class PluginRoutes(ApiBase):
     """The plugin endpoints of :class:`~agentplug.api.app.ControlApi`."""
@@ -22,16 +20,10 @@ class PluginRoutes(ApiBase):
     _plugin_manager: Any
 
     def _manager(self) -> Any:
-        """The runtime's ``plugin_manager`` service; created (rooted at the API's state
-        directory) and registered when absent, so ``INSTALL_PLUGIN`` shares it."""
+        """The gateway's plugin manager (the one ``INSTALL_PLUGIN`` uses), unless the API
+        was given another."""
         if self._plugin_manager is None:
-            service = self.host.actions.get_service(PLUGIN_MANAGER_SERVICE)
-            if service is None:
-                from agentplug.plugins.manager import PluginManager
-
-                service = PluginManager(self.host, self.state_dir)
-                self.host.actions.register_service(PLUGIN_MANAGER_SERVICE, service)
-            self._plugin_manager = service
+            self._plugin_manager = self.gateway.plugin_manager
         return self._plugin_manager
 
     async def plugins_list(self, request: Request) -> Response:

@@ -31,14 +31,14 @@ class SessionRoutes(ApiBase):
     """The session endpoints of :class:`~agentplug.api.app.ControlApi`."""
 
     async def sessions_list(self, request: Request) -> Response:
-        sessions = self.host.sessions
+        sessions = self.gateway.sessions
         rows = [sessions.session_row(key) for key in session_keys(sessions)]
         return JSONResponse({"sessions": rows, "extensions": sessions.extensions()})
 
     async def sessions_get(self, request: Request) -> Response:
         key = request.path_params["session_key"]
         try:
-            return JSONResponse(self.host.sessions.session_row(key))
+            return JSONResponse(self.gateway.sessions.session_row(key))
         except SessionStateError as exc:
             return _error(400, str(exc))
 
@@ -49,7 +49,7 @@ class SessionRoutes(ApiBase):
         if plugin_id not in {record.plugin_id for record in self.host.plugins}:
             return _error(404, f"no plugin {plugin_id!r} is loaded (see GET /api/sessions)")
         try:
-            state = patch_plugin_extensions(self.host.sessions, key, plugin_id, patch)
+            state = patch_plugin_extensions(self.gateway.sessions, key, plugin_id, patch)
         except ExtensionOwnerError as exc:
             return _error(403, str(exc))
         except UnknownExtensionError as exc:

@@ -86,7 +86,17 @@ class ApprovalBroker:
         self.gateway = f"{socket.gethostname()}:{os.getpid()}"
         """Who this broker is in the audit trail (``host:pid``)."""
         self._cancelled_runs: dict[str, None] = {}
-        if shared and isinstance(resolver, ProgrammaticResolver):
+        self.use_resolver(resolver)
+
+    def use_resolver(self, resolver: AnyResolver | None) -> None:
+        """Answer approvals with ``resolver`` from now on (``None``: nothing local
+        answers; a shared broker still takes decisions from the store).
+
+        A :class:`ProgrammaticResolver` of a shared broker lists and decides through the
+        store, so approvals pending on other gateways are answered there too.
+        """
+        self.resolver = resolver
+        if self.shared and isinstance(resolver, ProgrammaticResolver):
             resolver.store = self.store
 
     # -- grants -----------------------------------------------------------------------

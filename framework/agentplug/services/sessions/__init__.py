@@ -20,7 +20,7 @@
   ``restart``. On reset/delete/disable the host deletes the plugin's session state and
   pending injections; on restart it keeps them.
 
-Everything lives in ``host.store``: with the SQLite store it survives restarts.
+Everything lives in the gateway's store: with the SQLite store it survives restarts.
 
 Decisions: a full per-plugin queue (:data:`MAX_PENDING_PER_PLUGIN` pending entries in
 one session) *rejects* the new entry with :class:`InjectionQueueFull` instead of

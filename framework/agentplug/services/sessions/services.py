@@ -1,8 +1,8 @@
-"""The host side of the session services (``host.sessions``).
+"""The gateway side of the session services (``gateway.sessions``).
 
 :class:`SessionServices` keeps the extension declarations, stores and patches their
 per-session state, queues and drains next-turn injections, and runs the cleanup
-callbacks on reset, delete, disable and restart. Everything lives in ``host.store``.
+callbacks on reset, delete, disable and restart. Everything lives in the gateway's store.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from agentplug.services.sessions.state import (
 from agentplug.store import StateStore
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost, PluginRecord
+    from agentplug.core.host import HookHost, PluginRecord
 
 __all__ = ["SessionServices"]
 
@@ -64,10 +64,13 @@ log = logging.getLogger("agentplug.sessions")
 
 
 class SessionServices:
-    """Host side of the session services (``host.sessions``)."""
+    """The session services of one gateway (``gateway.sessions``): extensions,
+    next-turn injections and cleanup callbacks, kept in ``store``."""
 
-    def __init__(self, host: PluginHost) -> None:
+    def __init__(self, host: HookHost, store: StateStore) -> None:
         self.host = host
+        self.store: StateStore = store
+        """Where session state lives (the gateway's store)."""
         self.clock: Callable[[], float] = time.time
         """Wall clock in seconds (tests replace it to expire injections)."""
         self._extensions: dict[tuple[str, str], _ExtensionSpec] = {}
@@ -78,12 +81,6 @@ class SessionServices:
         self._gate_warned: set[str] = set()
         self.injection_lease_ms: int = INJECTION_LEASE_MS
         """Lease of a turn's claim on its injections (see :meth:`claim_injections`)."""
-
-    @property
-    def store(self) -> StateStore:
-        """The host's state store."""
-        store: StateStore = self.host.store
-        return store
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -49,7 +49,7 @@ from agentplug.core.errors import AgentplugError
 from agentplug.security.commands import refusal
 
 if TYPE_CHECKING:
-    from agentplug.core.host import PluginHost
+    from agentplug.actions.runtime import AgentRuntime
 
 __all__ = [
     "MAX_KEPT_RUNS",
@@ -93,26 +93,28 @@ class HostTerminal:
     ``default_cwd``, else the state directory, else the current directory.
     """
 
-    def __init__(self, host: PluginHost, default_cwd: str | os.PathLike[str] | None = None):
-        self.host = host
+    def __init__(
+        self, runtime: AgentRuntime, default_cwd: str | os.PathLike[str] | None = None
+    ) -> None:
+        self.runtime = runtime
         self.default_cwd = Path(default_cwd) if default_cwd is not None else None
 
     def resolve(self) -> TerminalService:
         """The service the next run goes through (``FileNotFoundError`` for a missing cwd)."""
-        service = self.host.actions.get_service(TERMINAL_SERVICE)
+        service = self.runtime.get_service(TERMINAL_SERVICE)
         if service is not None and callable(getattr(service, "run", None)):
             return cast("TerminalService", service)
         return LocalTerminalService(self._cwd())
 
     def _cwd(self) -> Path:
-        configured = _settings(self.host).cwd
+        configured = _settings(self.runtime).cwd
         if configured:
             return Path(configured)
         if self.default_cwd is not None:
             return self.default_cwd
-        if self.host.config.runtime.state_dir:
-            return Path(self.host.config.runtime.state_dir)
-        store_path = getattr(self.host.store, "path", None)
+        if self.runtime.state_dir is not None:
+            return Path(self.runtime.state_dir)
+        store_path = getattr(self.runtime.store, "path", None)
         return store_path.parent if isinstance(store_path, Path) else Path.cwd()
 
     async def run(
@@ -134,8 +136,8 @@ class HostTerminal:
         )
 
 
-def _settings(host: PluginHost) -> ShellSettings:
-    return load_settings(host.config.actions, "shell", ShellSettings)
+def _settings(runtime: AgentRuntime) -> ShellSettings:
+    return load_settings(runtime.host.config.actions, "shell", ShellSettings)
 
 
 @dataclass
@@ -207,15 +209,13 @@ class TerminalRuns:
 
     def __init__(
         self,
-        host: PluginHost,
-        runtime: object,
+        runtime: AgentRuntime,
         *,
         default_cwd: str | os.PathLike[str] | None = None,
         terminal: TerminalService | None = None,
     ) -> None:
-        self.host = host
         self._runtime = runtime
-        self.host_terminal = HostTerminal(host, default_cwd)
+        self.host_terminal = HostTerminal(runtime, default_cwd)
         self.terminal: TerminalService = terminal or self.host_terminal
         """Where commands run (a replacement given by the host, else :class:`HostTerminal`)."""
         self.runs: OrderedDict[str, TerminalRun] = OrderedDict()
@@ -223,7 +223,7 @@ class TerminalRuns:
     def settings(self) -> ShellSettings:
         """``actions.shell``, read now (:class:`ShellRefused` 500 when invalid)."""
         try:
-            return _settings(self.host)
+            return _settings(self._runtime)
         except AgentplugError as exc:
             raise ShellRefused(500, "bad_settings", f"invalid terminal settings: {exc}") from None
 
@@ -361,7 +361,7 @@ class TerminalRuns:
 
 
 def terminal_runs(
-    host: PluginHost,
+    runtime: AgentRuntime,
     *,
     default_cwd: str | os.PathLike[str] | None = None,
     terminal: TerminalService | None = None,
@@ -371,12 +371,11 @@ def terminal_runs(
     ``default_cwd`` and ``terminal`` apply when it is created (``agentplug serve`` passes
     its state directory before anything else asks).
     """
-    runtime = host.actions
     return _get_or_register(
         runtime,
         RUNS_SERVICE,
         TerminalRuns,
-        lambda: TerminalRuns(host, runtime, default_cwd=default_cwd, terminal=terminal),
+        lambda: TerminalRuns(runtime, default_cwd=default_cwd, terminal=terminal),
     )
 
 
@@ -390,7 +389,7 @@ def still_running_text(run: TerminalRun, waited_s: float) -> str:
 
 
 def host_shell_backend(
-    host: PluginHost,
+    runtime: AgentRuntime,
 ) -> Callable[[ShellHandlerDef, Mapping[str, str], Collection[str]], Any]:
     """The ``shell`` back-end of custom actions on ``host``: the rendered command goes
     through the host's :class:`TerminalRuns` (switch, allow-list, terminal, hub)."""
@@ -402,7 +401,7 @@ def host_shell_backend(
             command = render_command(defn.command, params, declared)
         except ShellTemplateError as exc:
             return HandlerOutput(ok=False, output=f"Refused: {exc}")
-        runs = terminal_runs(host)
+        runs = terminal_runs(runtime)
         try:
             settings = runs.settings()
             run = runs.start(command, source="custom action")

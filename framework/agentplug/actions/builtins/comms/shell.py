@@ -47,7 +47,7 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
     async def handler(
         rt: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
     ) -> ActionResult:
-        runs = terminal_runs(runtime.host)
+        runs = terminal_runs(runtime)
         try:
             current = runs.settings()
         except ShellRefused as exc:
