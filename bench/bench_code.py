@@ -93,7 +93,7 @@ def _percentile(ordered: list[float], q: float) -> float:
 
 async def _pool_full(host: PluginHost, timeout_s: float = 60.0) -> float:
     """Seconds until the action runtime's sandbox pool is full again (0 when unknown)."""
-    sandbox = getattr(host.actions.custom_services, "sandbox", None)
+    sandbox = getattr(host.gateway.actions.custom_services, "sandbox", None)
     if sandbox is None:
         await asyncio.sleep(0.5)  # no shared pool to wait for: give refills a moment
         return 0.0
@@ -104,16 +104,16 @@ async def _pool_full(host: PluginHost, timeout_s: float = 60.0) -> float:
 
 async def _action_burst(bursts: int) -> dict[str, object]:
     host = PluginHost({"customActions": [ACTION], "actions": {"code": {"poolSize": BURST}}})
-    problems = await host.actions.load()
+    problems = await host.gateway.actions.load()
     assert not problems, problems
-    action = host.actions.registry.get("BENCH_CODE")
+    action = host.gateway.actions.registry.get("BENCH_CODE")
     assert action is not None
     message = Message(text="bench")
 
     async def one(i: int) -> float:
         started = time.perf_counter()
         result = await action.handler(
-            host.actions, message, None, HandlerOptions(parameters={"x": str(i)})
+            host.gateway.actions, message, None, HandlerOptions(parameters={"x": str(i)})
         )
         elapsed = (time.perf_counter() - started) * 1000
         assert result.success and result.text == f"ok {i}", result
@@ -126,7 +126,7 @@ async def _action_burst(bursts: int) -> dict[str, object]:
         await _pool_full(host)
         samples += await asyncio.gather(*(one(i) for i in range(BURST)))
         refills.append(await _pool_full(host))
-    services = host.actions.custom_services
+    services = host.gateway.actions.custom_services
     if getattr(services, "sandbox", None) is not None:
         await asyncio.get_running_loop().run_in_executor(None, services.sandbox.close)
     ordered = sorted(samples)

@@ -77,7 +77,9 @@ async def _gate(n: int) -> dict[str, Any]:
         )
 
     host.register(plugin, "bench")
-    gate = ToolCallGate(host, ApprovalBroker(_answering(), store=host.store))
+    gate = ToolCallGate(
+        host, host.gateway.policies, ApprovalBroker(_answering(), store=host.gateway.store)
+    )
     event = {"tool_name": "web_search", "params": {"q": "x"}}
     for _ in range(min(50, n)):
         await gate.check(event)

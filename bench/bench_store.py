@@ -7,9 +7,9 @@ Four operations, each through the API a gateway calls (not raw store calls):
 * ``grant_save``: ``ApprovalBroker.request`` for a new scope, answered ``allow-always`` by
   an instantaneous ``ProgrammaticResolver``: the lookup (a miss), the in-process
   round-trip and the write of the new grant;
-* ``enqueue``: ``host.sessions.enqueue_injection`` into an empty session queue (one
+* ``enqueue``: ``host.gateway.sessions.enqueue_injection`` into an empty session queue (one
   ``atomic`` block: idempotency/limit checks and the append);
-* ``drain``: ``host.sessions.drain_injections`` of a session holding one entry, i.e.
+* ``drain``: ``host.gateway.sessions.drain_injections`` of a session holding one entry, i.e.
   ``claim_injections`` + ``ack_injections`` (two ``atomic`` blocks).
 
 Each writer is its own process with its own ``PluginHost(store=open_store_url(url))``, as
@@ -87,7 +87,7 @@ async def _phases(url: str, writer: int, count: int, barrier: Any) -> dict[str, 
     store = open_store_url(url)
     try:
         host = PluginHost(store=store)
-        sessions = host.sessions
+        sessions = host.gateway.sessions
         resolver = ProgrammaticResolver()
         resolver.on_pending = lambda p: resolver.resolve(p.id, "allow-always")
         broker = ApprovalBroker(resolver, store=store)

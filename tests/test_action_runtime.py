@@ -36,9 +36,9 @@ class Clasher:
 def test_plugin_actions_are_registered_under_their_plugin_id() -> None:
     host = PluginHost()
     host.register(Pack(), "pack")
-    problems = asyncio.run(host.actions.load())
+    problems = asyncio.run(host.gateway.actions.load())
     assert problems == []
-    assert host.actions.registry.owner_of("ECHO_WORD") == "pack"
+    assert host.gateway.actions.registry.owner_of("ECHO_WORD") == "pack"
 
 
 def test_action_flow_runs_a_plugin_action_from_a_message() -> None:
@@ -46,8 +46,8 @@ def test_action_flow_runs_a_plugin_action_from_a_message() -> None:
     host.register(Pack(), "pack")
 
     async def go() -> Any:
-        await host.actions.load()
-        return await host.actions.run('ECHO_WORD {"word": "hello"}')
+        await host.gateway.actions.load()
+        return await host.gateway.actions.run('ECHO_WORD {"word": "hello"}')
 
     result = asyncio.run(go())
     assert result.ok and result.result.text == "ECHO_WORD:hello"
@@ -57,9 +57,9 @@ def test_action_name_clash_names_both_owners_and_keeps_the_first() -> None:
     host = PluginHost()
     host.register(Pack(), "pack")
     host.register(Clasher(), "clasher")
-    problems = asyncio.run(host.actions.load())
+    problems = asyncio.run(host.gateway.actions.load())
     assert len(problems) == 1 and "pack" in problems[0] and "clasher" in problems[0]
-    assert host.actions.registry.owner_of("ECHO_WORD") == "pack"
+    assert host.gateway.actions.registry.owner_of("ECHO_WORD") == "pack"
 
 
 def test_custom_actions_from_config_join_the_registry() -> None:
@@ -79,8 +79,8 @@ def test_custom_actions_from_config_join_the_registry() -> None:
             ]
         }
     )
-    assert asyncio.run(host.actions.load()) == []
-    assert host.actions.registry.owner_of("SAY_IT") == "custom-actions"
+    assert asyncio.run(host.gateway.actions.load()) == []
+    assert host.gateway.actions.registry.owner_of("SAY_IT") == "custom-actions"
 
 
 def test_a_plugin_modules_actions_list_is_registered_like_provide_actions() -> None:
@@ -93,10 +93,10 @@ def test_a_plugin_modules_actions_list_is_registered_like_provide_actions() -> N
     module.register = lambda api: None  # type: ignore[attr-defined]
     host = PluginHost()
     host.register(module, "seed")
-    problems = asyncio.run(host.actions.load())
+    problems = asyncio.run(host.gateway.actions.load())
     assert problems == []
-    assert host.actions.registry.owner_of("ECHO_SEED") == "seed"
-    result = asyncio.run(host.actions.run('ECHO_SEED {"word": "hi"}'))
+    assert host.gateway.actions.registry.owner_of("ECHO_SEED") == "seed"
+    result = asyncio.run(host.gateway.actions.run('ECHO_SEED {"word": "hi"}'))
     assert result.result is not None and result.result.text == "ECHO_SEED:hi"
 
 
@@ -106,9 +106,9 @@ def test_a_plugin_objects_actions_add_to_its_provide_actions() -> None:
 
     host = PluginHost()
     host.register(Both(), "both")
-    assert asyncio.run(host.actions.load()) == []
-    assert {"ECHO_WORD", "ECHO_DECLARED"} <= set(host.actions.registry.names())
-    assert host.actions.registry.owner_of("ECHO_DECLARED") == "both"
+    assert asyncio.run(host.gateway.actions.load()) == []
+    assert {"ECHO_WORD", "ECHO_DECLARED"} <= set(host.gateway.actions.registry.names())
+    assert host.gateway.actions.registry.owner_of("ECHO_DECLARED") == "both"
 
 
 def test_a_plugin_actions_attribute_that_is_not_a_list_is_reported_naming_the_plugin() -> None:
@@ -120,7 +120,7 @@ def test_a_plugin_actions_attribute_that_is_not_a_list_is_reported_naming_the_pl
 
     host = PluginHost()
     host.register(Wrong(), "wrong")
-    problems = asyncio.run(host.actions.load())
+    problems = asyncio.run(host.gateway.actions.load())
     assert problems == [
         "plugin 'wrong': 'actions' must be a list of agentplug.actions.Action, got str"
     ]

@@ -109,15 +109,26 @@ def test_importing_agentplug_and_dispatching_loads_only_the_core() -> None:
     assert out.strip() == "[]"
 
 
-def test_services_attach_through_the_host_registry() -> None:
-    from agentplug import PluginHost
+def test_a_gateway_builds_each_part_once_and_its_host_knows_it() -> None:
+    from agentplug import Gateway
     from agentplug.services.sessions import SessionServices
     from agentplug.store import MemoryStore
 
     store = MemoryStore()
-    host = PluginHost(store=store)
-    assert host.store is store
-    assert host.sessions is host.services.get(SessionServices)
+    gateway = Gateway(store=store)
+    assert gateway.store is store
+    assert isinstance(gateway.sessions, SessionServices) and gateway.sessions.store is store
+    assert gateway.approvals.store is store and gateway.tool_calls.gate.broker is gateway.approvals
+    assert gateway.runner.pipeline.gate is gateway.tool_calls.gate
+    assert gateway.host.gateway is gateway
+
+
+def test_the_hook_host_knows_no_service() -> None:
+    from agentplug.core.host import HookHost
+
+    host = HookHost()
+    for shortcut in ("store", "sessions", "actions", "trusted_policies", "services"):
+        assert not hasattr(host, shortcut), shortcut
 
 
 def test_no_runtime_or_contract_module_is_over_600_lines() -> None:

@@ -17,7 +17,7 @@ from agentplug.actions.config_check import check_config, checked_sections
 from agentplug.cli.main import main
 from agentplug.core.config import AgentplugConfig
 from agentplug.core.errors import ConfigError
-from agentplug.core.host import PluginHost
+from agentplug import PluginHost
 
 
 def doctor(tmp_path: Path, config: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> str:

@@ -282,12 +282,12 @@ def test_recorder_sees_every_dispatch(pytester: pytest.Pytester) -> None:
 
         def test_uninstall_restores_the_instance(agentplug_host):
             from agentplug.testing.pytest_plugin import DispatchRecorder
+            before = (agentplug_host.dispatch, agentplug_host.call_sync)
             recorder = DispatchRecorder(agentplug_host)
             recorder.install()
-            assert "dispatch" in vars(agentplug_host)
+            assert agentplug_host.dispatch != before[0]
             recorder.uninstall()
-            assert "dispatch" not in vars(agentplug_host)
-            assert "call_sync" not in vars(agentplug_host)
+            assert (agentplug_host.dispatch, agentplug_host.call_sync) == before
         """
     )
     _run(pytester).assert_outcomes(passed=2)
@@ -503,23 +503,20 @@ def test_scenario_crash_names_the_running_step(pytester: pytest.Pytester) -> Non
         import pytest
 
 
-        class Broken:
-            def __init__(self, resolver):
-                pass
-
-            async def decide(self, tool_name, outcome):
-                raise RuntimeError("resolver exploded")
+        async def broken(self, tool_name, outcome, **kwargs):
+            raise RuntimeError("resolver exploded")
 
 
         @pytest.hookimpl(wrapper=True)
         def pytest_runtest_call(item):
-            scenario = importlib.import_module("agentplug.testing.scenario")  # what the item runs
-            original = scenario.ApprovalBroker
-            scenario.ApprovalBroker = Broken
+            # What the item runs: the gateway's broker.
+            broker = importlib.import_module("agentplug.services.approvals.broker")
+            original = broker.ApprovalBroker.decide
+            broker.ApprovalBroker.decide = broken
             try:
                 return (yield)
             finally:
-                scenario.ApprovalBroker = original
+                broker.ApprovalBroker.decide = original
         """
     )
     pytester.makefile(

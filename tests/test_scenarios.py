@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from agentplug.cli.main import main
 from agentplug.core.loader import ENTRY_POINT_GROUP, discover
-from agentplug.testing import scenario as scenario_module
+from agentplug.services.approvals import ApprovalBroker
 from agentplug.testing.scenario import ScenarioError, build_host, load_scenario
 from agentplug.testing.scenario_check import (
     ScenarioRunError,
@@ -397,14 +397,10 @@ def test_a_crashing_step_is_named(
     capsys: pytest.CaptureFixture[str],
     fresh_modules: None,
 ) -> None:
-    class Broken:
-        def __init__(self, resolver: object) -> None:
-            pass
+    async def broken(self: object, tool_name: str, outcome: object, **kwargs: object) -> object:
+        raise RuntimeError("resolver exploded")
 
-        async def decide(self, tool_name: str, outcome: object) -> object:
-            raise RuntimeError("resolver exploded")
-
-    monkeypatch.setattr(scenario_module, "ApprovalBroker", Broken)
+    monkeypatch.setattr(ApprovalBroker, "decide", broken)
     path = _write(
         project,
         "scenario_crash.json",

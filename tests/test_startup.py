@@ -31,7 +31,6 @@ IMPORT_AGENTPLUG_LOADS = {
     "agentplug.core",
     "agentplug.core.errors",
     "agentplug.core.markers",
-    "agentplug.core.services",
     "agentplug_hookspecs",
     "agentplug_hookspecs._names",
 }

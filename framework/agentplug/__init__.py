@@ -49,8 +49,8 @@ __version__ = "0.1.0"
 # every session of an environment where agentplug is installed. ``tests/test_startup.py``
 # holds the list of what ``import agentplug`` loads.
 _LAZY = {
-    "PluginHost": "agentplug.gateway.host",
-    "PluginApi": "agentplug.gateway.host",
+    "PluginHost": "agentplug.gateway.assembly",
+    "PluginApi": "agentplug.gateway.assembly",
     "PluginRecord": "agentplug.core.records",
     "Gateway": "agentplug.gateway.assembly",
     "AgentplugConfig": "agentplug.core.config",
@@ -143,8 +143,7 @@ if TYPE_CHECKING:
     from agentplug.core.config import AgentplugConfig, load_config
     from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.core.records import PluginRecord
-    from agentplug.gateway.assembly import Gateway
-    from agentplug.gateway.host import PluginApi, PluginHost
+    from agentplug.gateway.assembly import Gateway, PluginApi, PluginHost
     from agentplug.services.approvals.broker import ApprovalBroker
     from agentplug.services.signals import AbortController, AbortSignal
     from agentplug.store import StateStoreUnavailable

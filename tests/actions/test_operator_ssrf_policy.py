@@ -64,8 +64,8 @@ def _config(port: int, allow: list[str] | None) -> dict[str, Any]:
 
 def _run(host: PluginHost) -> Any:
     async def go() -> Any:
-        await host.actions.load()
-        return await host.actions.run("PING_HOST_API")
+        await host.gateway.actions.load()
+        return await host.gateway.actions.run("PING_HOST_API")
 
     return asyncio.run(go())
 

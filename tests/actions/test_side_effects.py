@@ -35,9 +35,11 @@ def test_an_action_may_declare_that_it_has_no_side_effects() -> None:
 
 def test_only_the_read_only_and_conversational_builtins_declare_no_side_effects() -> None:
     host = PluginHost({"plugins": {"enabled": False}})
-    asyncio.run(host.actions.load())
+    asyncio.run(host.gateway.actions.load())
     builtins = {
-        row.name: row.side_effects for row in list_actions(host.actions) if row.source == "builtin"
+        row.name: row.side_effects
+        for row in list_actions(host.gateway.actions)
+        if row.source == "builtin"
     }
     assert "RESTART_AGENT" in builtins and "SHELL_COMMAND" in builtins
     assert {name for name, side_effects in builtins.items() if not side_effects} == (

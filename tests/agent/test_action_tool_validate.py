@@ -39,7 +39,7 @@ class Weather:
 
 def _runner(weather: Weather, responses: list[Any]) -> tuple[AgentRunner, ScriptedProvider]:
     host = PluginHost({"plugins": {"enabled": False}})
-    host.actions.registry.register(weather.action())
+    host.gateway.actions.registry.register(weather.action())
     provider = ScriptedProvider(responses)
     return AgentRunner(host, provider), provider
 
@@ -84,7 +84,7 @@ def test_a_validate_that_raises_keeps_the_action_out_and_refuses_its_call() -> N
 
     ran: list[str] = []
     host = PluginHost({"plugins": {"enabled": False}})
-    host.actions.registry.register(
+    host.gateway.actions.registry.register(
         Action(
             name="CHECK_WEATHER",
             description="Check the weather.",

@@ -61,7 +61,7 @@ class Gateway:
         self.host = PluginHost(store=SQLiteStore(tmp_path / "state.sqlite3"))
         self.host.register(plugin, "asker")
         self.resolver = ProgrammaticResolver()
-        self.broker = ApprovalBroker(self.resolver, store=self.host.store, shared=shared)
+        self.broker = ApprovalBroker(self.resolver, store=self.host.gateway.store, shared=shared)
         config = {
             "model": "openai/test-model",
             "tools": {"actions": False},
@@ -150,8 +150,8 @@ def test_a_cancelled_runs_approval_is_withdrawn_from_every_listing(
     assert "no approval is pending" in gateway.resolver.describe_pending()
     assert gateway.broker.history[-1]["resolution"] == "cancelled"
     if shared:
-        assert list_pending(gateway.host.store) == []
-        decision = stored_decision(gateway.host.store, approval_id)
+        assert list_pending(gateway.host.gateway.store) == []
+        decision = stored_decision(gateway.host.gateway.store, approval_id)
         assert decision is not None and decision["resolution"] == "cancelled"
 
 
@@ -187,7 +187,7 @@ def test_an_approval_asked_after_its_run_was_cancelled_is_never_left_waiting(
     assert gateway.broker.history[-1]["resolution"] == "cancelled"
     assert gateway.resolver.pending == []
     if shared:
-        assert list_pending(gateway.host.store) == []
+        assert list_pending(gateway.host.gateway.store) == []
     tool = next(e for e in result.trace if e["kind"] == "tool")
     assert tool["decision"]["approval"] == "cancelled"
     assert json.dumps(result.transcript).count('"is_error": true') == 2

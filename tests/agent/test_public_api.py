@@ -1,4 +1,5 @@
-"""The agent layer's public names: re-exported lazily from ``agentplug``."""
+"""The agent layer's public names: the runner and its results at the front door, the
+providers and tools in the public subpackage ``agentplug.agent``."""
 
 from __future__ import annotations
 
@@ -7,20 +8,18 @@ import sys
 
 import agentplug
 
-NAMES = (
-    "AgentRunner",
-    "InboundMessage",
-    "TurnResult",
+NAMES = ("AgentRunner", "InboundMessage", "TurnResult", "ScriptedProvider", "ToolCallPipeline")
+AGENT_NAMES = (
     "ToolRegistry",
     "ModelProvider",
     "ModelRequest",
     "ModelResponse",
     "ProviderError",
     "ProviderRegistry",
-    "ScriptedProvider",
     "OpenAIProvider",
-    "ReplyDispatcher",
-    "upstream_request_id_hash",
+    "McpServerConfig",
+    "McpToolSource",
+    "CallIds",
 )
 
 
@@ -35,3 +34,11 @@ def test_the_agent_names_are_public_documented_and_resolve() -> None:
         assert name in agentplug.__all__, name
         value = getattr(agentplug, name)
         assert value.__doc__, name
+
+
+def test_the_providers_and_tools_are_public_in_the_agent_subpackage() -> None:
+    import agentplug.agent
+
+    for name in AGENT_NAMES:
+        assert name in agentplug.agent.__all__, name
+        assert getattr(agentplug.agent, name).__doc__, name

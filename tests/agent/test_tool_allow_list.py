@@ -61,7 +61,7 @@ def _tool_message(result: TurnResult) -> dict[str, Any]:
 def _restart_controller(host: PluginHost) -> tuple[RestartController, list[int]]:
     codes: list[int] = []
     controller = RestartController("cli", delay_s=0, exit_fn=codes.append)
-    host.actions.register_service("restart", controller)
+    host.gateway.actions.register_service("restart", controller)
     return controller, codes
 
 
@@ -138,7 +138,7 @@ def test_an_action_the_operator_did_not_allow_is_refused_when_the_model_names_it
 def test_an_excluded_tool_is_refused_when_the_model_names_it(server: ChatServer) -> None:
     host = _host()
     calls: list[str] = []
-    host.actions.registry.register(_recording_action("LOOK_UP", calls, side_effects=False))
+    host.gateway.actions.registry.register(_recording_action("LOOK_UP", calls, side_effects=False))
     server.tool_calls(("LOOK_UP", {}))
     server.reply("ok")
     result = run(_runner(server, host, {"exclude": ["LOOK_UP"]}).run_turn("x", session_key="s1"))
@@ -213,7 +213,7 @@ def test_an_actions_examples_are_in_its_tool_description_compactly_and_bounded(
         [ActionExample(name="user", text="x" * 5_000)],
         *([[ActionExample(name="user", text="another example")]] * 20),
     ]
-    host.actions.registry.register(
+    host.gateway.actions.registry.register(
         _recording_action("WEATHER_NOW", [], side_effects=False, examples=examples)
     )
     server.reply("ok")

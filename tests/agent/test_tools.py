@@ -48,7 +48,7 @@ def test_an_action_schema_carries_types_descriptions_enums_bounds_and_required()
 
 def _runner_with_actions() -> tuple[AgentRunner, ScriptedProvider]:
     host = PluginHost()
-    host.actions.registry.register(_weather(), "host")
+    host.gateway.actions.registry.register(_weather(), "host")
     provider = ScriptedProvider(
         [
             {"tool_calls": [{"id": "t1", "name": "CHECK_WEATHER", "arguments": {"city": "Oslo"}}]},
@@ -72,7 +72,7 @@ def test_a_side_effect_free_action_is_offered_as_a_tool_and_runs_through_the_flo
 
 def test_an_action_tool_with_invalid_arguments_is_an_error_the_model_reads() -> None:
     host = PluginHost()
-    host.actions.registry.register(_weather(), "host")
+    host.gateway.actions.registry.register(_weather(), "host")
     provider = ScriptedProvider(
         [
             {

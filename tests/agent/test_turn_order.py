@@ -101,7 +101,7 @@ def test_next_turn_injections_are_drained_before_the_prompt_hooks() -> None:
             return {"prepend_context": " ".join(seen["prepare"])}
 
         def build(event: Any) -> None:
-            seen["pending_at_build"] = list(api.host.sessions.pending_injections("s1"))
+            seen["pending_at_build"] = list(api.host.gateway.sessions.pending_injections("s1"))
 
         api.on("agent_turn_prepare", prepare)
         api.on("before_prompt_build", build)

@@ -27,9 +27,9 @@ pytest.importorskip("websockets")
 import httpx  # noqa: E402
 from agentplug import PluginApi, PluginHost  # noqa: E402
 from agentplug.api.app import create_app  # noqa: E402
-from agentplug.api.serve import build_host, start_host  # noqa: E402
+from agentplug.api.serve import build_gateway  # noqa: E402
 from agentplug.core.config import load_config  # noqa: E402
-from agentplug.services.toolcalls import ToolCallDecision, ToolCallGate  # noqa: E402
+from agentplug.services.toolcalls import ToolCallDecision  # noqa: E402
 from websockets.exceptions import InvalidHandshake  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
@@ -127,9 +127,10 @@ def live(tmp_path: Path) -> Iterator[Live]:
         ),
         encoding="utf-8",
     )
-    host = build_host(load_config(config_path), state_dir)
+    gateway = build_gateway(load_config(config_path), state_dir)
+    host = gateway.host
     host.register(deploy_guard, "deploy-guard")
-    app = create_app(host, token=TOKEN, state_dir=state_dir, config_path=config_path)
+    app = create_app(gateway, token=TOKEN, state_dir=state_dir, config_path=config_path)
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
@@ -139,7 +140,7 @@ def live(tmp_path: Path) -> Iterator[Live]:
     failure: list[BaseException] = []
 
     async def main() -> None:
-        await start_host(host, installed=False)
+        await gateway.start()
         await server.serve(sockets=[sock])
 
     def run() -> None:
@@ -364,7 +365,7 @@ def test_custom_action_crud_round_trip_is_persisted_and_keeps_other_keys(live: L
     assert {k: v for k, v in saved.items() if k != "customActions"} == {
         k: v for k, v in before.items() if k != "customActions"
     }
-    assert live.host.actions.registry.get("GREET") is not None  # registered live
+    assert live.host.gateway.actions.registry.get("GREET") is not None  # registered live
 
     listed = live.client.get("/api/custom-actions").json()
     assert [a["id"] for a in listed["actions"]] == ["greet"]
@@ -380,12 +381,12 @@ def test_custom_action_crud_round_trip_is_persisted_and_keeps_other_keys(live: L
     saved = read_config(live)
     assert saved["customActions"][0]["description"] == "Greets warmly"
     assert saved["ui"] == before["ui"]
-    assert live.host.actions.registry.get("GREET") is None
-    assert live.host.actions.registry.get("SAY_HELLO") is not None
+    assert live.host.gateway.actions.registry.get("GREET") is None
+    assert live.host.gateway.actions.registry.get("SAY_HELLO") is not None
 
     assert live.client.delete("/api/custom-actions/greet").json() == {"deleted": "greet"}
     assert live.client.get("/api/custom-actions/greet").status_code == 404
-    assert live.host.actions.registry.get("SAY_HELLO") is None
+    assert live.host.gateway.actions.registry.get("SAY_HELLO") is None
     saved = read_config(live)
     assert saved["customActions"] == []
     assert {k: v for k, v in saved.items() if k != "customActions"} == {
@@ -398,7 +399,7 @@ def test_a_disabled_custom_action_is_saved_but_not_registered(live: Live) -> Non
     response = live.client.post("/api/custom-actions", json=greet_action(enabled=False))
     assert response.status_code == 201
     assert read_config(live)["customActions"][0]["enabled"] is False
-    assert live.host.actions.registry.get("GREET") is None
+    assert live.host.gateway.actions.registry.get("GREET") is None
 
 
 def test_invalid_or_clashing_custom_actions_are_rejected_and_not_saved(live: Live) -> None:
@@ -445,8 +446,7 @@ def test_custom_action_test_endpoint_returns_ok_output_and_duration(live: Live) 
 
 
 def test_approval_is_listed_and_resolved_through_the_api(live: Live) -> None:
-    broker = live.host.actions.get_service("approvals")
-    gate = ToolCallGate(live.host, broker)
+    gate = live.host.gateway.tool_calls.gate
     decisions: list[ToolCallDecision] = []
 
     def tool_call() -> None:

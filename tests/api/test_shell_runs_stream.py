@@ -24,7 +24,7 @@ pytest.importorskip("websockets")
 
 import httpx  # noqa: E402
 from agentplug.api.app import create_app  # noqa: E402
-from agentplug.api.serve import build_host, start_host  # noqa: E402
+from agentplug.api.serve import build_gateway  # noqa: E402
 from agentplug.core.config import AgentplugConfig  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
@@ -64,8 +64,9 @@ class Live:
         config = AgentplugConfig.parse(
             {"actions": {"shell": {"enabled": True, "cwd": str(self.workdir)}}}
         )
-        self.host = build_host(config, tmp_path / "state")
-        app = create_app(self.host, token=TOKEN, state_dir=tmp_path / "state")
+        self.gateway = build_gateway(config, tmp_path / "state")
+        self.host = self.gateway.host
+        app = create_app(self.gateway, token=TOKEN, state_dir=tmp_path / "state")
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -81,12 +82,12 @@ class Live:
 
     async def _main(self) -> None:
         self.loop = asyncio.get_running_loop()
-        await start_host(self.host, installed=False)
+        await self.gateway.start()
         await self.server.serve(sockets=[self.sock])
 
     def run_action(self, text: str) -> Any:
         assert self.loop is not None
-        future = asyncio.run_coroutine_threadsafe(self.host.actions.run(text), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self.host.gateway.actions.run(text), self.loop)
         return future.result(WAIT_S)
 
     def close(self) -> None:

@@ -31,8 +31,8 @@ def make_host(actions: dict[str, Any] | None = None) -> PluginHost:
 
 
 async def run(host: PluginHost, message: Message | str) -> FlowResult:
-    await host.actions.load()
-    flow: FlowResult = await host.actions.run(message)
+    await host.gateway.actions.load()
+    flow: FlowResult = await host.gateway.actions.run(message)
     return flow
 
 
@@ -72,22 +72,22 @@ class Broken:
 def message_flow(service: object | None, payload: str, name: str = "telegram") -> FlowResult:
     host = make_host()
     if service is not None:
-        host.actions.register_service(name, service)
+        host.gateway.actions.register_service(name, service)
     return asyncio.run(run(host, f"MESSAGE {payload}"))
 
 
 def test_message_to_a_room_and_a_user_goes_through_the_named_service() -> None:
     telegram = FakeTelegram()
     host = make_host()
-    host.actions.register_service("telegram", telegram)
+    host.gateway.actions.register_service("telegram", telegram)
 
     async def go() -> tuple[FlowResult, FlowResult]:
-        await host.actions.load()
-        room = await host.actions.run(
+        await host.gateway.actions.load()
+        room = await host.gateway.actions.run(
             'MESSAGE {"text": "deploy done", "targetType": "room", "source": "telegram", '
             '"target": "-100123"}'
         )
-        user = await host.actions.run(
+        user = await host.gateway.actions.run(
             "MESSAGE text='hi there' targetType=user source=telegram target=42"
         )
         return room, user
@@ -158,8 +158,8 @@ def test_shell_command_runs_in_the_configured_directory_and_streams_output(tmp_p
     run_id = "run-" + uuid.uuid4().hex[:8]
 
     async def go() -> tuple[FlowResult, list[OutputChunk]]:
-        await host.actions.load()
-        hub = host.actions.get_service(OUTPUT_HUB_SERVICE)
+        await host.gateway.actions.load()
+        hub = host.gateway.actions.get_service(OUTPUT_HUB_SERVICE)
         assert isinstance(hub, OutputHub)
         stream = hub.subscribe(run_id)  # subscribed before the run starts
         collected: list[OutputChunk] = []
@@ -169,7 +169,7 @@ def test_shell_command_runs_in_the_configured_directory_and_streams_output(tmp_p
                 collected.append(chunk)
 
         consumer = asyncio.create_task(consume())
-        flow = await host.actions.run(
+        flow = await host.gateway.actions.run(
             f'SHELL_COMMAND {{"command": "pwd; echo to-stderr >&2; exit 3", "runId": "{run_id}"}}'
         )
         await consumer  # ends because the run finished
@@ -185,7 +185,7 @@ def test_shell_command_runs_in_the_configured_directory_and_streams_output(tmp_p
     assert result.text.startswith("Exit code 3.")
     assert "".join(c.text for c in chunks) == result.data["output"]
     assert [c.seq for c in chunks] == list(range(len(chunks)))
-    status = host.actions.get_service(OUTPUT_HUB_SERVICE).status(run_id)
+    status = host.gateway.actions.get_service(OUTPUT_HUB_SERVICE).status(run_id)
     assert status.finished and status.exit_code == 3
 
 
@@ -194,7 +194,7 @@ def test_shell_command_success_and_late_subscriber_gets_the_backlog(tmp_path: Pa
 
     async def go() -> tuple[FlowResult, str]:
         flow = await run(host, 'SHELL_COMMAND {"command": "echo hello"}')
-        hub = host.actions.get_service(OUTPUT_HUB_SERVICE)
+        hub = host.gateway.actions.get_service(OUTPUT_HUB_SERVICE)
         text = "".join([c.text async for c in hub.subscribe(result_of(flow).data["run_id"])])
         return flow, text
 
@@ -251,11 +251,11 @@ def test_shell_command_uses_the_hosts_terminal_service() -> None:
             return TerminalResult(exit_code=0, output="part one, part two")
 
     host = make_host({"shell": {"enabled": True, "timeoutSeconds": 7, "maxOutputBytes": 1000}})
-    host.actions.register_service("terminal", FakeTerminal())
+    host.gateway.actions.register_service("terminal", FakeTerminal())
 
     async def go() -> tuple[FlowResult, list[str]]:
         flow = await run(host, 'SHELL_COMMAND {"command": "deploy --now"}')
-        hub = host.actions.get_service(OUTPUT_HUB_SERVICE)
+        hub = host.gateway.actions.get_service(OUTPUT_HUB_SERVICE)
         texts = [c.text async for c in hub.subscribe(result_of(flow).data["run_id"])]
         return flow, texts
 
@@ -271,18 +271,18 @@ def test_shell_terminal_failure_is_reported_and_the_stream_closed() -> None:
             raise RuntimeError("sandbox unavailable")
 
     host = make_host({"shell": {"enabled": True}})
-    host.actions.register_service("terminal", Exploding())
+    host.gateway.actions.register_service("terminal", Exploding())
     flow = asyncio.run(run(host, 'SHELL_COMMAND {"command": "ls"}'))
     result = result_of(flow)
     assert not result.success and "sandbox unavailable" in result.text
-    status = host.actions.get_service(OUTPUT_HUB_SERVICE).status(result.data["run_id"])
+    status = host.gateway.actions.get_service(OUTPUT_HUB_SERVICE).status(result.data["run_id"])
     assert status.finished and status.error == "sandbox unavailable"
 
 
 def test_invalid_shell_settings_name_the_key() -> None:
     host = make_host({"shell": {"enabled": True, "timeoutSeconds": -1, "bogus": 1}})
     with pytest.raises(ConfigError) as info:
-        asyncio.run(host.actions.load())
+        asyncio.run(host.gateway.actions.load())
     keys = [key for key, _ in info.value.issues]
     assert "actions.shell.timeoutSeconds" in keys
     assert "actions.shell.bogus" in keys
@@ -342,11 +342,11 @@ def test_log_level_changes_only_the_current_room() -> None:
     logger, capture = isolated_logger()
     levels = RoomLogLevels(logger.name)
     host = make_host()
-    host.actions.register_service(LOG_LEVELS_SERVICE, levels)
+    host.gateway.actions.register_service(LOG_LEVELS_SERVICE, levels)
 
     async def go() -> list[FlowResult]:
-        await host.actions.load()
-        first = await host.actions.run(in_room("room-a", 'LOG_LEVEL {"level": "debug"}'))
+        await host.gateway.actions.load()
+        first = await host.gateway.actions.run(in_room("room-a", 'LOG_LEVEL {"level": "debug"}'))
         return [first]
 
     (flow,) = asyncio.run(go())
@@ -364,7 +364,7 @@ def test_log_level_changes_only_the_current_room() -> None:
     assert capture.messages() == ["a-debug", "b-info", "no-room-info"]
 
     capture.records.clear()
-    flow = asyncio.run(host.actions.run(in_room("room-b", "LOG_LEVEL level=error")))
+    flow = asyncio.run(host.gateway.actions.run(in_room("room-b", "LOG_LEVEL level=error")))
     assert flow.ok
     a.debug("a-debug-2")
     b.warning("b-warning")
@@ -374,7 +374,7 @@ def test_log_level_changes_only_the_current_room() -> None:
 
     # reset: room A follows the logger again, and the logger is restored.
     capture.records.clear()
-    flow = asyncio.run(host.actions.run(in_room("room-a", "LOG_LEVEL level=reset")))
+    flow = asyncio.run(host.gateway.actions.run(in_room("room-a", "LOG_LEVEL level=reset")))
     assert flow.ok and levels.get("room-a") is None
     assert logger.level == logging.INFO
     a.debug("a-debug-3")
@@ -388,7 +388,7 @@ def test_trace_level_is_registered_and_applies_per_room() -> None:
     logger, capture = isolated_logger()
     levels = RoomLogLevels(logger.name)
     host = make_host()
-    host.actions.register_service(LOG_LEVELS_SERVICE, levels)
+    host.gateway.actions.register_service(LOG_LEVELS_SERVICE, levels)
     flow = asyncio.run(run(host, in_room("r1", "LOG_LEVEL level=TRACE")))
     assert flow.ok and levels.get("r1") == TRACE
     room_logger(logger, "r1").log(TRACE, "r1-trace")
@@ -403,18 +403,18 @@ def test_log_level_failures() -> None:
     host = make_host()
 
     async def go() -> list[FlowResult]:
-        await host.actions.load()
+        await host.gateway.actions.load()
         return [
-            await host.actions.run("LOG_LEVEL level=debug"),  # no room
-            await host.actions.run(in_room("r", "LOG_LEVEL level=verbose")),
-            await host.actions.run(in_room("r", "LOG_LEVEL")),
+            await host.gateway.actions.run("LOG_LEVEL level=debug"),  # no room
+            await host.gateway.actions.run(in_room("r", "LOG_LEVEL level=verbose")),
+            await host.gateway.actions.run(in_room("r", "LOG_LEVEL")),
         ]
 
     no_room, unknown, missing = (result_of(f) for f in asyncio.run(go()))
     assert not no_room.success and no_room.data["reason"] == "no_room"
     assert not unknown.success and "trace, debug, info, warn, error" in unknown.text
     assert not missing.success and "Missing required parameter: level" in missing.text
-    levels = host.actions.get_service(LOG_LEVELS_SERVICE)
+    levels = host.gateway.actions.get_service(LOG_LEVELS_SERVICE)
     assert isinstance(levels, RoomLogLevels) and levels.rooms() == {}
 
 

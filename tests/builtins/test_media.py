@@ -34,8 +34,8 @@ def make_host(actions: dict[str, Any] | None = None) -> PluginHost:
 
 
 async def run(host: PluginHost, message: Message | str) -> FlowResult:
-    await host.actions.load()
-    flow: FlowResult = await host.actions.run(message)
+    await host.gateway.actions.load()
+    flow: FlowResult = await host.gateway.actions.run(message)
     return flow
 
 
@@ -74,10 +74,12 @@ def test_media_actions_without_a_provider_say_how_to_get_one() -> None:
     host = make_host()
 
     async def go() -> list[FlowResult]:
-        await host.actions.load()
+        await host.gateway.actions.load()
         return [
-            await host.actions.run('GENERATE_MEDIA {"prompt": "a cat in a hat"}'),
-            await host.actions.run('ANALYZE_IMAGE {"imageUrl": "https://example.com/a.png"}'),
+            await host.gateway.actions.run('GENERATE_MEDIA {"prompt": "a cat in a hat"}'),
+            await host.gateway.actions.run(
+                'ANALYZE_IMAGE {"imageUrl": "https://example.com/a.png"}'
+            ),
         ]
 
     for flow in asyncio.run(go()):
@@ -86,7 +88,7 @@ def test_media_actions_without_a_provider_say_how_to_get_one() -> None:
         assert result.text.startswith("No media provider is configured: install one, e.g. ")
         assert "agentplug-media-openai" in result.text
         assert result.data["reason"] == "no_provider"
-    assert isinstance(host.actions.get_service(MEDIA_SERVICE), MediaProviders)
+    assert isinstance(host.gateway.actions.get_service(MEDIA_SERVICE), MediaProviders)
 
 
 # ---------------------------------------------------------------------------
@@ -96,14 +98,16 @@ def test_media_actions_without_a_provider_say_how_to_get_one() -> None:
 def test_generate_media_infers_the_type_or_takes_the_forced_one() -> None:
     provider = FakeProvider()
     host = make_host()
-    media_providers(host.actions).add("fake", provider)  # before load: order does not matter
+    media_providers(host.gateway.actions).add(
+        "fake", provider
+    )  # before load: order does not matter
 
     async def go() -> list[FlowResult]:
-        await host.actions.load()
+        await host.gateway.actions.load()
         return [
-            await host.actions.run('GENERATE_MEDIA {"prompt": "a lighthouse at dusk"}'),
-            await host.actions.run('GENERATE_MEDIA {"prompt": "a song about the sea"}'),
-            await host.actions.run(
+            await host.gateway.actions.run('GENERATE_MEDIA {"prompt": "a lighthouse at dusk"}'),
+            await host.gateway.actions.run('GENERATE_MEDIA {"prompt": "a song about the sea"}'),
+            await host.gateway.actions.run(
                 'GENERATE_MEDIA {"prompt": "a song about the sea", "mediaType": "video"}'
             ),
         ]
@@ -123,13 +127,15 @@ def test_generate_media_infers_the_type_or_takes_the_forced_one() -> None:
 
 def test_generate_media_reports_an_unsupported_type_and_a_bad_media_type() -> None:
     host = make_host()
-    media_providers(host.actions).add("images-only", FakeProvider(("image",)))
+    media_providers(host.gateway.actions).add("images-only", FakeProvider(("image",)))
 
     async def go() -> list[FlowResult]:
-        await host.actions.load()
+        await host.gateway.actions.load()
         return [
-            await host.actions.run('GENERATE_MEDIA {"prompt": "a short video of rain"}'),
-            await host.actions.run('GENERATE_MEDIA {"prompt": "x", "mediaType": "hologram"}'),
+            await host.gateway.actions.run('GENERATE_MEDIA {"prompt": "a short video of rain"}'),
+            await host.gateway.actions.run(
+                'GENERATE_MEDIA {"prompt": "x", "mediaType": "hologram"}'
+            ),
         ]
 
     unsupported, bad = (result_of(f) for f in asyncio.run(go()))
@@ -141,7 +147,7 @@ def test_generate_media_reports_an_unsupported_type_and_a_bad_media_type() -> No
 
 def test_configured_provider_must_be_registered() -> None:
     host = make_host({"media": {"provider": "fal"}})
-    media_providers(host.actions).add("fake", FakeProvider())
+    media_providers(host.gateway.actions).add("fake", FakeProvider())
     result = result_of(asyncio.run(run(host, 'GENERATE_MEDIA {"prompt": "a dog"}')))
     assert not result.success
     assert "actions.media.provider names the media provider 'fal'" in result.text
@@ -151,8 +157,8 @@ def test_configured_provider_must_be_registered() -> None:
 def test_configured_provider_is_chosen_among_several() -> None:
     first, second = FakeProvider(), FakeProvider()
     host = make_host({"media": {"provider": "second"}})
-    media_providers(host.actions).add("first", first)
-    media_providers(host.actions).add("second", second)
+    media_providers(host.gateway.actions).add("first", first)
+    media_providers(host.gateway.actions).add("second", second)
     flow = asyncio.run(run(host, 'GENERATE_MEDIA {"prompt": "a dog"}'))
     assert flow.ok and second.generated and not first.generated
 
@@ -163,7 +169,7 @@ def test_a_failing_provider_is_a_failed_result() -> None:
             raise RuntimeError("quota exceeded")
 
     host = make_host()
-    media_providers(host.actions).add("failing", Failing())
+    media_providers(host.gateway.actions).add("failing", Failing())
     result = result_of(asyncio.run(run(host, 'GENERATE_MEDIA {"prompt": "a dog"}')))
     assert not result.success
     assert "'failing' failed to generate the image: quota exceeded" in result.text
@@ -176,7 +182,7 @@ def test_a_plugin_registers_its_provider_from_register_api() -> None:
         plugin_id = "fake-media"
 
         def register(self, api: Any) -> None:
-            media_providers(api.host.actions).add(api.plugin_id, provider)
+            media_providers(api.host.gateway.actions).add(api.plugin_id, provider)
 
     host = make_host()
     host.register(MediaPlugin())
@@ -205,15 +211,17 @@ PNG_B64 = (
 def test_analyze_image_passes_the_image_and_prompt_to_the_provider() -> None:
     provider = FakeProvider()
     host = make_host()
-    media_providers(host.actions).add("fake", provider)
+    media_providers(host.gateway.actions).add("fake", provider)
 
     async def go() -> list[FlowResult]:
-        await host.actions.load()
+        await host.gateway.actions.load()
         return [
-            await host.actions.run(
+            await host.gateway.actions.run(
                 f'ANALYZE_IMAGE {{"imageBase64": "{PNG_B64}", "prompt": "what colour?"}}'
             ),
-            await host.actions.run('ANALYZE_IMAGE {"imageUrl": "https://example.com/cat.jpg"}'),
+            await host.gateway.actions.run(
+                'ANALYZE_IMAGE {"imageUrl": "https://example.com/cat.jpg"}'
+            ),
         ]
 
     b64, url = (result_of(f) for f in asyncio.run(go()))
@@ -246,7 +254,7 @@ def test_analyze_image_rejects_bad_input_before_calling_the_provider(
 ) -> None:
     provider = FakeProvider()
     host = make_host()
-    media_providers(host.actions).add("fake", provider)
+    media_providers(host.gateway.actions).add("fake", provider)
     result = result_of(asyncio.run(run(host, f"ANALYZE_IMAGE {payload}")))
     assert not result.success and expected in result.text
     assert provider.analyzed == []
@@ -302,12 +310,12 @@ def test_play_emote_posts_the_catalogue_entry_to_the_avatar_api() -> None:
         host = make_host({"avatar": {"url": server.url}})
 
         async def go() -> list[FlowResult]:
-            await host.actions.load()
+            await host.gateway.actions.load()
             return [
-                await host.actions.run(
+                await host.gateway.actions.run(
                     Message(text='PLAY_EMOTE {"emote": "Wave"}', room_id="room-1")
                 ),
-                await host.actions.run("PLAY_EMOTE emote=party"),  # an alias of dance
+                await host.gateway.actions.run("PLAY_EMOTE emote=party"),  # an alias of dance
             ]
 
         wave, dance = (result_of(f) for f in asyncio.run(go()))

@@ -662,7 +662,7 @@ def test_core_eject_sync_reinject_and_status(tmp_path: Path, links: Path) -> Non
 
 def run_action(host: PluginHost, action: str, **params: Any) -> Any:
     async def go() -> Any:
-        runtime = host.actions
+        runtime = host.gateway.actions
         await runtime.load()
         return await runtime.run(Message(content={"action": action, "parameters": params}))
 
@@ -672,7 +672,7 @@ def run_action(host: PluginHost, action: str, **params: Any) -> Any:
 def host_with_manager(tmp_path: Path, links: Path) -> tuple[PluginHost, PluginManager]:
     host = PluginHost()
     pm = manager(tmp_path, links, host)
-    host.actions.register_service("plugin_manager", pm)
+    host.gateway.actions.register_service("plugin_manager", pm)
     return host, pm
 
 
@@ -819,13 +819,13 @@ def test_install_eject_reinject_actions_restart_into_the_right_copy(
         }
     )
     controller = RestartController("embedded", delay_s=0)
-    host.actions.register_service("restart", controller)
+    host.gateway.actions.register_service("restart", controller)
 
     def module_file() -> Path:
         return Path(sys.modules["tinyplug"].__file__ or "").resolve()
 
     async def go() -> None:
-        runtime = host.actions
+        runtime = host.gateway.actions
         await runtime.load()
         installed = await runtime.run(Message(content={"action": "INSTALL_PLUGIN", "name": DIST}))
         assert installed.ok and "Restarting" in installed.result.text
@@ -1027,7 +1027,7 @@ def test_eject_plugin_action_blocked_by_the_policy_is_a_failed_result_naming_it(
 ) -> None:
     host = PluginHost(BLOCK_TINY)
     pm = manager(tmp_path, links, host)
-    host.actions.register_service("plugin_manager", pm)
+    host.gateway.actions.register_service("plugin_manager", pm)
     repo = upstream_repo(tmp_path / "repo")
     fake_install(tmp_path / "site", project_urls={"Source": str(repo)})
     flow = run_action(host, "EJECT_PLUGIN", pluginId="tiny")

@@ -37,7 +37,7 @@ def note(**item):
 
 async def main():
     host = PluginHost({"runtime": {"state_dir": state}, "plugins": {"enabled": False}})
-    runtime = host.actions
+    runtime = host.gateway.actions
     # Mode comes from the environment: the supervisor sets AGENTPLUG_SUPERVISED=1 (CLI).
     controller = RestartController.from_config({"restart": {"delay_s": 0.2}})
     runtime.register_service("restart", controller)
@@ -46,7 +46,7 @@ async def main():
     )
     await runtime.load()
     run = int(os.environ["AGENTPLUG_RESTART_COUNT"])
-    memories = [m.text for m in MemoryLog(host.store).recent(kind="restart")]
+    memories = [m.text for m in MemoryLog(host.gateway.store).recent(kind="restart")]
     note(run=run, mode=controller.mode, memories=memories)
     if run == 0:
         flow = await runtime.run(
@@ -183,7 +183,7 @@ def test_embedded_restart_fires_gateway_stop_then_start_and_reloads_a_changed_pl
         host = PluginHost({"plugins": {"allow": ["restarty", "newcomer"]}})
         host.load_installed(use_cache=False)
         controller = RestartController("embedded", delay_s=0.05, stop_budget_s=2)
-        runtime = host.actions
+        runtime = host.gateway.actions
         runtime.register_service("restart", controller)
         await runtime.load()
         write_plugin(site_dir, "2.0")  # upgraded on disk while the agent runs
@@ -191,7 +191,7 @@ def test_embedded_restart_fires_gateway_stop_then_start_and_reloads_a_changed_pl
         assert flow.ok and flow.result.text == "Restarting..."
         assert flow.result.data["mode"] == "embedded"
         assert events == []  # the reply comes first; the restart follows the delay
-        [memory] = MemoryLog(host.store).recent(kind="restart")
+        [memory] = MemoryLog(host.gateway.store).recent(kind="restart")
         assert memory.text == "Restarting..." and memory.data["reason"] == "upgrade"
         report = await controller.wait(timeout_s=30)
         assert events == [("stop", "restarty", "1.0"), ("start", "restarty", "2.0")]
@@ -298,7 +298,7 @@ def test_cli_mode_stops_the_gateway_then_exits_with_75() -> None:
 def test_a_second_restart_request_while_one_is_pending_is_not_scheduled_twice() -> None:
     async def go() -> list[Any]:
         host = PluginHost({"plugins": {"enabled": False}})
-        runtime = host.actions
+        runtime = host.gateway.actions
         controller = RestartController("embedded", delay_s=0.2)
         runtime.register_service("restart", controller)
         await runtime.load()

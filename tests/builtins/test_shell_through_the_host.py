@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentplug import PluginHost
-from agentplug.actions.builtins.comms import OUTPUT_HUB_SERVICE, OutputHub, terminal_runs
+from agentplug.actions.builtins.comms import OUTPUT_HUB_SERVICE, OutputHub
 from agentplug.actions.flow import FlowResult
 from agentplug.actions.terminal import TerminalResult
 
@@ -42,8 +42,8 @@ def host_with(shell: dict[str, Any], *actions: dict[str, Any]) -> PluginHost:
 
 
 async def run(host: PluginHost, text: str) -> FlowResult:
-    await host.actions.load()
-    flow: FlowResult = await host.actions.run(text)
+    await host.gateway.actions.load()
+    flow: FlowResult = await host.gateway.actions.run(text)
     return flow
 
 
@@ -96,11 +96,11 @@ def test_a_custom_shell_action_goes_through_the_hosts_terminal_and_output_hub() 
             return TerminalResult(exit_code=0, output="from the host terminal")
 
     host = host_with({"enabled": True}, custom("echo {{who}}"))
-    host.actions.register_service("terminal", HostTerminal())
+    host.gateway.actions.register_service("terminal", HostTerminal())
 
     async def go() -> tuple[FlowResult, list[str]]:
         flow = await run(host, "MAKE_FILE")
-        hub = host.actions.get_service(OUTPUT_HUB_SERVICE)
+        hub = host.gateway.actions.get_service(OUTPUT_HUB_SERVICE)
         assert isinstance(hub, OutputHub)
         (status,) = hub.runs()
         texts = [chunk.text async for chunk in hub.subscribe(status.run_id)]
@@ -133,12 +133,12 @@ def test_a_long_shell_command_returns_its_run_id_at_once_and_keeps_running(
         flow = await run(host, f'SHELL_COMMAND {{"command": "{command}"}}')
         assert flow.result is not None
         run_id = flow.result.data["run_id"]
-        runs = terminal_runs(host)
+        runs = host.gateway.terminal
         record = runs.get(run_id)
         assert record is not None and not record.finished  # it cannot end before "go"
         (tmp_path / "go").touch()
         assert await runs.wait(record, WAIT_S)
-        hub = host.actions.get_service(OUTPUT_HUB_SERVICE)
+        hub = host.gateway.actions.get_service(OUTPUT_HUB_SERVICE)
         assert isinstance(hub, OutputHub)
         streamed = "".join([c.text async for c in hub.subscribe(run_id)])
         return flow, record.to_json(), streamed
@@ -159,9 +159,9 @@ def test_commands_from_every_source_share_the_cap_on_active_runs(tmp_path: Path)
 
     async def go() -> tuple[FlowResult, FlowResult]:
         first = await run(host, "MAKE_FILE")
-        second = await host.actions.run('SHELL_COMMAND {"command": "echo too many"}')
+        second = await host.gateway.actions.run('SHELL_COMMAND {"command": "echo too many"}')
         (tmp_path / "go").touch()
-        await terminal_runs(host).aclose()
+        await host.gateway.terminal.aclose()
         return first, second
 
     first, second = asyncio.run(go())

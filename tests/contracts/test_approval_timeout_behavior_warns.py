@@ -25,7 +25,9 @@ def _asks(plugin_timeout_behavior: str | None) -> Any:
 
 
 def _run_calls(host: PluginHost, n: int) -> list[warnings.WarningMessage]:
-    gate = ToolCallGate(host, ApprovalBroker(ScriptedResolver(default="allow-once")))
+    gate = ToolCallGate(
+        host, host.gateway.policies, ApprovalBroker(ScriptedResolver(default="allow-once"))
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(n):

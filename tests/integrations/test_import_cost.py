@@ -26,13 +26,13 @@ def _loaded_after(statements: str) -> list[str]:
 
 
 def test_import_agentplug_loads_no_integration_library() -> None:
-    assert _loaded_after("import agentplug; agentplug.GateBridge; agentplug.McpServerConfig") == []
+    assert _loaded_after("import agentplug; agentplug.Gateway; agentplug.ToolCallPipeline") == []
 
 
-def test_the_runner_and_the_adapters_package_load_no_integration_library() -> None:
+def test_a_gateway_its_runner_and_the_adapters_package_load_no_integration_library() -> None:
     statements = (
-        "import agentplug.agent, agentplug.agent.mcp, agentplug.agent.bridge, agentplug.adapters; "
-        "agentplug.agent.AgentRunner(__import__('agentplug').PluginHost())"
+        "import agentplug.agent, agentplug.agent.mcp, agentplug.adapters; "
+        "__import__('agentplug').Gateway().runner"
     )
     assert _loaded_after(statements) == []
 

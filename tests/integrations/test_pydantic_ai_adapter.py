@@ -84,7 +84,7 @@ def test_rewritten_params_are_what_the_tool_receives(tmp_path: Path) -> None:
 def test_an_approved_call_runs_and_allow_always_becomes_a_grant(tmp_path: Path) -> None:
     plugins = ExampleHost(tmp_path)
     resolver = ScriptedResolver(["allow-always"])
-    broker = ApprovalBroker(resolver, store=plugins.host.store)
+    broker = ApprovalBroker(resolver, store=plugins.host.gateway.store)
     ran: list[Any] = []
     agent = _agent(
         _model("web_search", {"query": "mcp"}),

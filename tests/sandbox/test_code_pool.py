@@ -89,33 +89,36 @@ def test_host_code_actions_share_one_sandbox_with_the_configured_pool() -> None:
     host = _host(poolSize=3, parallel=2)
 
     async def main() -> tuple[Any, list[Any]]:
-        assert await host.actions.load() == []
-        action = host.actions.registry.get("ECHO_CODE")
+        assert await host.gateway.actions.load() == []
+        action = host.gateway.actions.registry.get("ECHO_CODE")
         results = await asyncio.gather(
             *(
                 action.handler(
-                    host.actions, Message(text="x"), None, HandlerOptions(parameters={"x": str(i)})
+                    host.gateway.actions,
+                    Message(text="x"),
+                    None,
+                    HandlerOptions(parameters={"x": str(i)}),
                 )
                 for i in range(5)
             )
         )
-        return host.actions.custom_services.sandbox, list(results)
+        return host.gateway.actions.custom_services.sandbox, list(results)
 
     sandbox, results = asyncio.run(main())
     try:
         assert (sandbox.pool_size, sandbox.parallel) == (3, 2)
         assert [r.text for r in results] == [f"ok {i}" for i in range(5)]
     finally:
-        host.actions.custom_services.close()
+        host.gateway.actions.custom_services.close()
 
 
 def test_code_pool_size_defaults_to_two() -> None:
     host = _host()
-    asyncio.run(host.actions.load())
+    asyncio.run(host.gateway.actions.load())
     try:
-        assert host.actions.custom_services.sandbox.pool_size == 2
+        assert host.gateway.actions.custom_services.sandbox.pool_size == 2
     finally:
-        host.actions.custom_services.close()
+        host.gateway.actions.custom_services.close()
 
 
 @pytest.mark.parametrize(
@@ -131,4 +134,4 @@ def test_bad_code_pool_settings_are_refused_naming_the_key(settings: Any, key: s
     host = _host(**settings)
 
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        asyncio.run(host.actions.load())
+        asyncio.run(host.gateway.actions.load())

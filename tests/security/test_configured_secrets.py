@@ -68,6 +68,6 @@ def test_the_control_api_token_is_never_shown(
     from agentplug.api.app import create_app
 
     token = _value()
-    create_app(PluginHost(), token=token, state_dir=tmp_path)
+    create_app(PluginHost().gateway, token=token, state_dir=tmp_path)
     assert _logged(caplog, token) == f"echo: {REDACTED}"
     assert scrub(f"Authorization: Bearer {token}") == f"Authorization: Bearer {REDACTED}"

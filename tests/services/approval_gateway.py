@@ -1,7 +1,7 @@
 """A gateway process for the cross-process approval tests (run as a script).
 
-``ask URL TIMEOUT_MS``: a host whose plugin requires approval for ``web_search`` checks one
-call through the tool-call gate with a shared broker (as ``agentplug serve`` wires it);
+``ask URL TIMEOUT_MS``: a gateway whose plugin requires approval for ``web_search`` checks
+one call through its tool-call gate; its broker is shared because the store is durable;
 prints ``PENDING <id>`` once the approval is published, then one JSON line with the
 verdict and the wall-clock time the turn woke.
 
@@ -26,15 +26,13 @@ import sys
 import time
 from typing import Any
 
-from agentplug import PluginApi, PluginHost
-from agentplug.api.serve import wire_approvals
+from agentplug import Gateway, PluginApi
 from agentplug.services.approvals import ProgrammaticResolver
 from agentplug.services.approvals.shared import (
     PENDING_NAMESPACE,
     expire_pending,
     resolve_pending,
 )
-from agentplug.services.toolcalls import ToolCallGate
 from agentplug.store import open_store_url
 
 
@@ -55,12 +53,13 @@ def _plugin(timeout_ms: int) -> Any:
 
 
 def ask(url: str, timeout_ms: int, *, cancel_on_input: bool = False) -> None:
-    host = PluginHost(store=open_store_url(url))
-    host.register(_plugin(timeout_ms), "preflight")
-    broker = wire_approvals(host)
-    assert isinstance(broker.resolver, ProgrammaticResolver)
-    broker.resolver.on_pending = lambda p: print(f"PENDING {p.id}", flush=True)
-    gate = ToolCallGate(host, broker)
+    resolver = ProgrammaticResolver(on_pending=lambda p: print(f"PENDING {p.id}", flush=True))
+    # As `agentplug serve` builds it: a durable store, so the broker is shared.
+    gateway = Gateway(store=open_store_url(url), resolver=resolver)
+    gateway.host.register(_plugin(timeout_ms), "preflight")
+    broker = gateway.approvals
+    assert broker.shared
+    gate = gateway.tool_calls.gate
     run_id = "run-cancelled"
 
     async def cancel_on_line() -> None:

@@ -48,7 +48,11 @@ def _gate(
     host.register(approval_plugin(), "asker")
     for plugin_id, plugin in plugins:
         host.register(plugin, plugin_id)
-    return ToolCallGate(host, ApprovalBroker(resolver, store=host.store, shared=shared)), host
+    return ToolCallGate(
+        host,
+        host.gateway.policies,
+        ApprovalBroker(resolver, store=host.gateway.store, shared=shared),
+    ), host
 
 
 def _check(gate: ToolCallGate) -> ToolCallDecision:

@@ -74,7 +74,9 @@ def gate_for(
     host = PluginHost(store=store or MemoryStore())
     for pid, plugin in plugins:
         host.register(plugin, pid)
-    return ToolCallGate(host, ApprovalBroker(resolver, store=host.store))
+    return ToolCallGate(
+        host, host.gateway.policies, ApprovalBroker(resolver, store=host.gateway.store)
+    )
 
 
 def check(gate: ToolCallGate, tool: str = "web_search", **params: Any) -> ToolCallDecision:

@@ -12,8 +12,15 @@ import logging
 from typing import Any
 
 import pytest
-from agentplug import ClusterCron, CronLease, CronTick, PluginApi, PluginHost
-from agentplug.services.cron_cluster import LEASE_NAMESPACE, TICKS_NAMESPACE, wall_ms
+from agentplug import PluginApi, PluginHost
+from agentplug.services.cron_cluster import (
+    LEASE_NAMESPACE,
+    TICKS_NAMESPACE,
+    ClusterCron,
+    CronLease,
+    CronTick,
+    wall_ms,
+)
 from agentplug.store import MemoryStore, StateStoreUnavailable
 
 HOUR = 3_600_000
@@ -197,7 +204,7 @@ def test_only_the_lease_holder_runs_a_due_tick_and_runs_it_once() -> None:
         crons = []
         start = just_due()
         for node in ("a", "b", "c"):
-            cron = ClusterCron(PluginHost(store=store), node_id=node, lease_ms=60_000)
+            cron = ClusterCron(PluginHost(), store=store, node_id=node, lease_ms=60_000)
 
             def job(t: CronTick, node: str = node) -> None:
                 ran.append((node, t.tick))
@@ -217,7 +224,7 @@ def test_a_job_error_is_recorded_and_the_loop_keeps_running() -> None:
     async def scenario() -> None:
         host = PluginHost(store=MemoryStore())
         seen = recorder(host)
-        cron = ClusterCron(host, node_id="a", lease_ms=1000, poll_ms=5)
+        cron = ClusterCron(host, store=host.gateway.store, node_id="a", lease_ms=1000, poll_ms=5)
         calls: list[int] = []
 
         async def failing(tick: CronTick) -> None:
@@ -248,7 +255,7 @@ def test_a_run_is_announced_by_cron_changed_started_then_finished() -> None:
     async def scenario() -> None:
         host = PluginHost(store=MemoryStore())
         seen = recorder(host)
-        cron = ClusterCron(host, node_id="a")
+        cron = ClusterCron(host, store=host.gateway.store, node_id="a")
         cron.add_job("beat", HOUR, lambda tick: None, start_ms=just_due())
         runs = await cron.tick_once()
         assert [(r.job_id, r.status) for r in runs] == [("beat", "ok")]
@@ -263,8 +270,8 @@ def test_cron_reconciled_reports_the_leader_and_again_when_the_lease_moves() -> 
         store = MemoryStore()
         host_a, host_b = PluginHost(store=store), PluginHost(store=store)
         seen_a, seen_b = recorder(host_a), recorder(host_b)
-        a = ClusterCron(host_a, node_id="a", lease_ms=60_000)
-        b = ClusterCron(host_b, node_id="b", lease_ms=60_000)
+        a = ClusterCron(host_a, store=host_a.gateway.store, node_id="a", lease_ms=60_000)
+        b = ClusterCron(host_b, store=host_b.gateway.store, node_id="b", lease_ms=60_000)
         await a.tick_once()
         await b.tick_once()
         await a.tick_once()  # no change: no second cron_reconciled
@@ -296,7 +303,7 @@ def test_a_store_outage_means_not_leader_and_no_job_runs(caplog: pytest.LogCaptu
         store = FlakyStore()
         host = PluginHost(store=store)
         seen = recorder(host)
-        cron = ClusterCron(host, node_id="a", lease_ms=60_000, poll_ms=1)
+        cron = ClusterCron(host, store=host.gateway.store, node_id="a", lease_ms=60_000, poll_ms=1)
         ran: list[int] = []
         cron.add_job("beat", HOUR, lambda tick: ran.append(tick.tick), start_ms=just_due())
         await cron.tick_once()
@@ -323,7 +330,7 @@ def test_a_store_outage_means_not_leader_and_no_job_runs(caplog: pytest.LogCaptu
 def test_an_outage_while_a_tick_is_claimed_runs_nothing_unclaimed() -> None:
     async def scenario() -> None:
         store = FlakyStore()
-        cron = ClusterCron(PluginHost(store=store), node_id="a", lease_ms=60_000, poll_ms=1)
+        cron = ClusterCron(PluginHost(), store=store, node_id="a", lease_ms=60_000, poll_ms=1)
         ran: list[int] = []
 
         def job(tick: CronTick) -> None:
@@ -339,7 +346,9 @@ def test_an_outage_while_a_tick_is_claimed_runs_nothing_unclaimed() -> None:
 
 def test_a_missed_tick_within_catch_up_runs_late_and_older_ones_are_skipped() -> None:
     async def scenario() -> None:
-        cron = ClusterCron(PluginHost(store=MemoryStore()), node_id="a", lease_ms=60_000, poll_ms=1)
+        cron = ClusterCron(
+            PluginHost(), store=MemoryStore(), node_id="a", lease_ms=60_000, poll_ms=1
+        )
         ran: list[int] = []
         # Ticks 0, 1, 2 came due 2500, 1500 and 500 ms ago; 0 is older than the catch-up.
         start = wall_ms() - 2500
@@ -354,7 +363,7 @@ def test_a_missed_tick_within_catch_up_runs_late_and_older_ones_are_skipped() ->
 
 def test_a_job_ends_at_end_ms_and_starts_at_start_ms() -> None:
     async def scenario() -> None:
-        cron = ClusterCron(PluginHost(store=MemoryStore()), node_id="a", lease_ms=60_000)
+        cron = ClusterCron(PluginHost(), store=MemoryStore(), node_id="a", lease_ms=60_000)
         ran: list[str] = []
         now = wall_ms()
         cron.add_job("later", 10, lambda t: ran.append("later"), start_ms=now + 60_000)
@@ -370,7 +379,7 @@ def test_a_job_ends_at_end_ms_and_starts_at_start_ms() -> None:
 def test_a_lost_lease_aborts_the_signal_given_to_running_jobs() -> None:
     async def scenario() -> None:
         store = MemoryStore()
-        cron = ClusterCron(PluginHost(store=store), node_id="a", lease_ms=60_000)
+        cron = ClusterCron(PluginHost(), store=store, node_id="a", lease_ms=60_000)
         got: list[CronTick] = []
         cron.add_job("beat", HOUR, got.append, start_ms=just_due())
         await cron.tick_once()
@@ -417,7 +426,7 @@ def test_a_held_lease_stays_trusted_while_its_renewal_runs() -> None:
 
 def test_a_tick_not_claimed_because_the_lease_lapsed_runs_on_a_later_poll() -> None:
     async def scenario() -> None:
-        cron = ClusterCron(PluginHost(store=MemoryStore()), node_id="a", lease_ms=60_000)
+        cron = ClusterCron(PluginHost(), store=MemoryStore(), node_id="a", lease_ms=60_000)
         ran: list[int] = []
         cron.add_job("beat", HOUR, lambda t: ran.append(t.tick), start_ms=just_due())
         claim = cron.lease.claim_tick
@@ -438,7 +447,7 @@ def test_a_tick_not_claimed_because_the_lease_lapsed_runs_on_a_later_poll() -> N
 
 def test_stopping_the_runner_aborts_the_signal_of_running_jobs() -> None:
     async def scenario() -> None:
-        cron = ClusterCron(PluginHost(store=MemoryStore()), node_id="a", lease_ms=60_000)
+        cron = ClusterCron(PluginHost(), store=MemoryStore(), node_id="a", lease_ms=60_000)
         seen: list[bool] = []
         started = asyncio.Event()
 
@@ -468,7 +477,7 @@ def test_a_locked_sqlite_file_counts_as_an_outage_and_the_loop_keeps_running() -
 
     async def scenario() -> None:
         store = LockedStore()
-        cron = ClusterCron(PluginHost(store=store), node_id="a", lease_ms=60_000, poll_ms=1)
+        cron = ClusterCron(PluginHost(), store=store, node_id="a", lease_ms=60_000, poll_ms=1)
         ran: list[int] = []
         cron.add_job("beat", 1, lambda t: ran.append(t.tick), catch_up_ms=0)
         store.down = True

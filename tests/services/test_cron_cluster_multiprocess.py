@@ -1,6 +1,6 @@
 """Cron leadership across real gateway processes sharing one store (issue 15 item 4).
 
-Three subprocesses run :class:`agentplug.ClusterCron` on one SQLite file, and on
+Three subprocesses run a gateway's ``cluster_cron()`` on one SQLite file, and on
 PostgreSQL when the ``postgres_url`` fixture finds a server. Every run of a job appends one
 line to a shared log (``O_APPEND``, one ``write`` per line), which the test reads back.
 """
@@ -40,7 +40,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 # a plugin that logs every cron_reconciled leader, and a stop file the test creates.
 GATEWAY = """
 import asyncio, os, sys, time
-from agentplug import ClusterCron, PluginHost
+from agentplug import Gateway
 from agentplug.store import open_store_url
 url, node, log_path, stop_path = sys.argv[1:5]
 start, every, ticks, lease_ms, poll_ms, catch_up, work_ms = map(int, sys.argv[5:12])
@@ -48,7 +48,8 @@ fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 def log(line):
     os.write(fd, (line + "\\n").encode())
 store = open_store_url(url)
-host = PluginHost(store=store)
+gateway = Gateway(store=store)
+host = gateway.host
 def plugin(api):
     api.on("cron_reconciled", lambda event, ctx: log(f"leader {node} {ctx.leader}"))
 host.register(plugin, "leader-log")
@@ -58,7 +59,7 @@ async def beat(tick):
         await asyncio.sleep(work_ms / 1000)
     log(f"end {node} {tick.tick}")
 async def main():
-    cron = ClusterCron(host, node_id=node, lease_ms=lease_ms, poll_ms=poll_ms)
+    cron = gateway.cluster_cron(node_id=node, lease_ms=lease_ms, poll_ms=poll_ms)
     cron.add_job("beat", every, beat, start_ms=start, end_ms=start + ticks * every,
                  catch_up_ms=catch_up)
     async def watch():

@@ -54,7 +54,7 @@ def _drain_all(url: str) -> list[str]:
         return [
             e["idempotency_key"]
             for s in range(SESSIONS)
-            for e in host.sessions.drain_injections(_session(s))
+            for e in host.gateway.sessions.drain_injections(_session(s))
         ]
     finally:
         store.close()
@@ -77,11 +77,11 @@ for line in sys.stdin:
     rng.shuffle(order)
     got = []
     def turn(s):
-        claim = host.sessions.claim_injections(f"agent:main:s{s}")
+        claim = host.gateway.sessions.claim_injections(f"agent:main:s{s}")
         got.extend(e["idempotency_key"] for e in claim.entries)
-        host.sessions.ack_injections(claim)
+        host.gateway.sessions.ack_injections(claim)
     for n, i in enumerate(order):
-        host.sessions.enqueue_injection(
+        host.gateway.sessions.enqueue_injection(
             "wf", f"agent:main:s{i % SESSIONS}", f"text {i}", idempotency_key=f"k{i}"
         )
         if n % 10 == 9:
@@ -143,12 +143,12 @@ host = PluginHost(store=store)
 log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 print("ready", flush=True)
 for s in range(int(sessions)):
-    claim = host.sessions.claim_injections(f"agent:main:s{s}", lease_ms=int(lease_ms))
+    claim = host.gateway.sessions.claim_injections(f"agent:main:s{s}", lease_ms=int(lease_ms))
     if mode == "crash-after-claim" and claim.entries:
         os.kill(os.getpid(), 9)
     keys = [e["idempotency_key"] for e in claim.entries]
     os.write(log, ("built " + json.dumps(keys) + "\\n").encode())
-    host.sessions.ack_injections(claim)
+    host.gateway.sessions.ack_injections(claim)
     os.write(log, ("acked " + json.dumps(keys) + "\\n").encode())
 """
 
@@ -157,7 +157,9 @@ def _enqueue(url: str, keys: int) -> None:
     host, store = _host(url)
     try:
         for i in range(keys):
-            host.sessions.enqueue_injection(PLUGIN, _session(i), f"t{i}", idempotency_key=f"k{i}")
+            host.gateway.sessions.enqueue_injection(
+                PLUGIN, _session(i), f"t{i}", idempotency_key=f"k{i}"
+            )
     finally:
         store.close()
 
@@ -241,7 +243,9 @@ def test_a_crash_right_after_the_claim_commit_loses_none_of_the_claimed_injectio
     url = _fresh(store_url, tmp_path, "crash")
     host, store = _host(url)
     for i in range(5):
-        host.sessions.enqueue_injection(PLUGIN, _session(0), f"t{i}", idempotency_key=f"k{i}")
+        host.gateway.sessions.enqueue_injection(
+            PLUGIN, _session(0), f"t{i}", idempotency_key=f"k{i}"
+        )
     store.close()
     proc = _drainer(url, tmp_path / "crash.log", 300, "crash-after-claim")
     proc.communicate(timeout=60)
@@ -258,9 +262,9 @@ from agentplug.store import open_store_url
 url, me, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = open_store_url(url)
 host = PluginHost(store=store)
-host.sessions.register_extension("wf", "tally", default={})
+host.gateway.sessions.register_extension("wf", "tally", default={})
 for i in range(n):
-    host.sessions.patch("agent:main:s0", "wf", "tally", {f"{me}-{i}": i})
+    host.gateway.sessions.patch("agent:main:s0", "wf", "tally", {f"{me}-{i}": i})
 store.close()
 """
 
@@ -281,8 +285,8 @@ def test_extension_patches_from_several_processes_all_land(store_url: str, tmp_p
         assert p.returncode == 0, err
     host, store = _host(url)
     try:
-        host.sessions.register_extension("wf", "tally", default={})
-        state = host.sessions.get_state("agent:main:s0", "wf", "tally")
+        host.gateway.sessions.register_extension("wf", "tally", default={})
+        state = host.gateway.sessions.get_state("agent:main:s0", "wf", "tally")
     finally:
         store.close()
     assert sorted(state) == sorted(f"p{w}-{i}" for w in range(3) for i in range(n))

@@ -58,7 +58,7 @@ def texts(entries: list[dict[str, Any]]) -> list[str]:
 
 def test_session_row_projects_a_registered_extension_with_its_default() -> None:
     host = make_host(Workflow())
-    assert host.sessions.session_row(S1) == {
+    assert host.gateway.sessions.session_row(S1) == {
         "session_key": S1,
         "plugin_extensions": {"workflow": {"approvals": {"pending": 0}}},
     }
@@ -66,18 +66,20 @@ def test_session_row_projects_a_registered_extension_with_its_default() -> None:
 
 def test_host_patch_is_a_json_merge_patch() -> None:
     host = make_host(Workflow())
-    host.sessions.patch(S1, "workflow", "approvals", {"pending": 2, "last": {"id": "a"}})
-    state = host.sessions.patch(
+    host.gateway.sessions.patch(S1, "workflow", "approvals", {"pending": 2, "last": {"id": "a"}})
+    state = host.gateway.sessions.patch(
         S1, "workflow", "approvals", {"last": {"by": "op"}, "pending": None}
     )
     assert state == {"last": {"id": "a", "by": "op"}}
-    assert host.sessions.session_row(S1)["plugin_extensions"]["workflow"]["approvals"] == state
+    assert (
+        host.gateway.sessions.session_row(S1)["plugin_extensions"]["workflow"]["approvals"] == state
+    )
 
 
 def test_patches_are_per_session() -> None:
     host = make_host(Workflow())
-    host.sessions.patch(S1, "workflow", "approvals", {"pending": 5})
-    assert host.sessions.session_row(S2)["plugin_extensions"]["workflow"]["approvals"] == {
+    host.gateway.sessions.patch(S1, "workflow", "approvals", {"pending": 5})
+    assert host.gateway.sessions.session_row(S2)["plugin_extensions"]["workflow"]["approvals"] == {
         "pending": 0
     }
 
@@ -93,9 +95,9 @@ def test_the_plugin_reads_and_patches_through_its_handle() -> None:
 def test_patching_an_unknown_extension_is_an_error() -> None:
     host = make_host(Workflow())
     with pytest.raises(UnknownExtensionError, match="registered no session extension 'nope'"):
-        host.sessions.patch(S1, "workflow", "nope", {"a": 1})
+        host.gateway.sessions.patch(S1, "workflow", "nope", {"a": 1})
     with pytest.raises(UnknownExtensionError):
-        host.sessions.patch(S1, "other-plugin", "approvals", {"a": 1})
+        host.gateway.sessions.patch(S1, "other-plugin", "approvals", {"a": 1})
 
 
 @pytest.mark.parametrize(
@@ -105,8 +107,8 @@ def test_patching_an_unknown_extension_is_an_error() -> None:
 def test_a_non_json_patch_is_rejected_and_nothing_changes(patch: dict[str, Any]) -> None:
     host = make_host(Workflow())
     with pytest.raises(SessionStateError, match="JSON"):
-        host.sessions.patch(S1, "workflow", "approvals", patch)
-    assert host.sessions.session_row(S1)["plugin_extensions"]["workflow"]["approvals"] == {
+        host.gateway.sessions.patch(S1, "workflow", "approvals", patch)
+    assert host.gateway.sessions.session_row(S1)["plugin_extensions"]["workflow"]["approvals"] == {
         "pending": 0
     }
 
@@ -114,13 +116,13 @@ def test_a_non_json_patch_is_rejected_and_nothing_changes(patch: dict[str, Any])
 def test_a_patch_must_be_an_object() -> None:
     host = make_host(Workflow())
     with pytest.raises(SessionStateError, match="JSON object"):
-        host.sessions.patch(S1, "workflow", "approvals", ["x"])
+        host.gateway.sessions.patch(S1, "workflow", "approvals", ["x"])
 
 
 def test_state_is_size_bounded() -> None:
     host = make_host(Workflow())
     with pytest.raises(SessionStateError, match="limit"):
-        host.sessions.patch(S1, "workflow", "approvals", {"blob": "x" * 20_000})
+        host.gateway.sessions.patch(S1, "workflow", "approvals", {"blob": "x" * 20_000})
 
 
 def test_registration_validates_the_default_and_the_name() -> None:
@@ -131,13 +133,13 @@ def test_registration_validates_the_default_and_the_name() -> None:
     with pytest.raises(Exception, match="JSON-compatible"):
         host.register(plugin, "bad-default")
     with pytest.raises(SessionStateError, match="name"):
-        host.sessions.register_extension("p", "has space")
+        host.gateway.sessions.register_extension("p", "has space")
 
 
 def test_registering_the_same_extension_twice_is_an_error() -> None:
     host = make_host(Workflow())
     with pytest.raises(SessionStateError, match="already registered"):
-        host.sessions.register_extension("workflow", "approvals")
+        host.gateway.sessions.register_extension("workflow", "approvals")
 
 
 def test_deprecated_top_level_aliases_work_and_warn() -> None:
@@ -154,8 +156,10 @@ def test_deprecated_top_level_aliases_work_and_warn() -> None:
     messages = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
     assert any("api.session.state.register_session_extension" in m for m in messages)
     assert any("api.session.workflow.enqueue_next_turn_injection" in m for m in messages)
-    assert host.sessions.session_row(S1)["plugin_extensions"]["legacy"] == {"legacy": {"v": 1}}
-    assert texts(host.sessions.drain_injections(S1)) == ["legacy text"]
+    assert host.gateway.sessions.session_row(S1)["plugin_extensions"]["legacy"] == {
+        "legacy": {"v": 1}
+    }
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["legacy text"]
 
 
 def test_state_and_injections_survive_a_restart_with_the_sqlite_store(tmp_path: Path) -> None:
@@ -189,12 +193,12 @@ def test_an_injection_is_delivered_exactly_once() -> None:
     host = make_host(plugin)
     receipt = plugin.enqueue(S1, "Approval granted.", placement="append", metadata={"k": 1})
     assert receipt.accepted and receipt.id
-    [entry] = host.sessions.drain_injections(S1)
+    [entry] = host.gateway.sessions.drain_injections(S1)
     assert entry["text"] == "Approval granted."
     assert entry["placement"] == "append"
     assert entry["plugin_id"] == "workflow"
     assert entry["metadata"] == {"k": 1}
-    assert host.sessions.drain_injections(S1) == []
+    assert host.gateway.sessions.drain_injections(S1) == []
 
 
 def test_injections_are_per_session_and_in_queue_order() -> None:
@@ -203,20 +207,20 @@ def test_injections_are_per_session_and_in_queue_order() -> None:
     plugin.enqueue(S1, "one")
     plugin.enqueue(S2, "other session")
     plugin.enqueue(S1, "two")
-    assert texts(host.sessions.drain_injections(S1)) == ["one", "two"]
-    assert texts(host.sessions.drain_injections(S2)) == ["other session"]
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["one", "two"]
+    assert texts(host.gateway.sessions.drain_injections(S2)) == ["other session"]
 
 
 def test_expired_injections_are_dropped() -> None:
     plugin = Workflow()
     host = make_host(plugin)
     now = [1_000.0]
-    host.sessions.clock = lambda: now[0]
+    host.gateway.sessions.clock = lambda: now[0]
     plugin.enqueue(S1, "short-lived", ttl_ms=500)
     plugin.enqueue(S1, "long-lived", ttl_ms=60_000)
     plugin.enqueue(S1, "forever")
     now[0] += 1.0
-    assert texts(host.sessions.drain_injections(S1)) == ["long-lived", "forever"]
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["long-lived", "forever"]
 
 
 def test_duplicates_by_idempotency_key_collapse_to_the_first() -> None:
@@ -225,17 +229,17 @@ def test_duplicates_by_idempotency_key_collapse_to_the_first() -> None:
     first = plugin.enqueue(S1, "first", idempotency_key="approval-12")
     again = plugin.enqueue(S1, "second", idempotency_key="approval-12")
     assert again.duplicate and again.id == first.id
-    assert texts(host.sessions.drain_injections(S1)) == ["first"]
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["first"]
 
 
 def test_a_duplicate_enqueued_after_delivery_is_never_delivered() -> None:
     plugin = Workflow()
     host = make_host(plugin)
     plugin.enqueue(S1, "resume", idempotency_key="k")
-    assert texts(host.sessions.drain_injections(S1)) == ["resume"]
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["resume"]
     replay = plugin.enqueue(S1, "resume (replayed)", idempotency_key="k")
     assert replay.duplicate
-    assert host.sessions.drain_injections(S1) == []
+    assert host.gateway.sessions.drain_injections(S1) == []
 
 
 def test_idempotency_keys_are_scoped_per_plugin() -> None:
@@ -243,7 +247,7 @@ def test_idempotency_keys_are_scoped_per_plugin() -> None:
     host = make_host(a, b)
     a.enqueue(S1, "from a", idempotency_key="same")
     b.enqueue(S1, "from b", idempotency_key="same")
-    assert texts(host.sessions.drain_injections(S1)) == ["from a", "from b"]
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["from a", "from b"]
 
 
 def test_duplicates_appended_concurrently_are_collapsed_at_drain() -> None:
@@ -251,13 +255,13 @@ def test_duplicates_appended_concurrently_are_collapsed_at_drain() -> None:
     plugin = Workflow()
     host = make_host(plugin)
     for text in ("first", "racing twin"):
-        host.store.append(
+        host.gateway.store.append(
             "session.injections",
             S1,
             {"id": text, "plugin_id": "workflow", "text": text, "placement": "prepend",
              "idempotency_key": "k", "expires_at_ms": None},
         )  # fmt: skip
-    assert texts(host.sessions.drain_injections(S1)) == ["first"]
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["first"]
 
 
 def test_the_per_plugin_queue_cap_rejects_the_newest_entry() -> None:
@@ -268,7 +272,7 @@ def test_the_per_plugin_queue_cap_rejects_the_newest_entry() -> None:
     with pytest.raises(InjectionQueueFull, match="limit 32"):
         plugin.enqueue(S1, "one too many")
     assert other.enqueue(S1, "another plugin is not affected").accepted
-    drained = host.sessions.drain_injections(S1)
+    drained = host.gateway.sessions.drain_injections(S1)
     assert texts(drained)[:2] == ["n0", "n1"] and "one too many" not in texts(drained)
     assert plugin.enqueue(S1, "room again after the drain").accepted
 
@@ -277,7 +281,7 @@ def test_expired_entries_do_not_count_against_the_cap() -> None:
     plugin = Workflow()
     host = make_host(plugin)
     now = [0.0]
-    host.sessions.clock = lambda: now[0]
+    host.gateway.sessions.clock = lambda: now[0]
     for i in range(MAX_PENDING_PER_PLUGIN):
         plugin.enqueue(S1, f"n{i}", ttl_ms=10)
     now[0] = 1.0
@@ -316,7 +320,7 @@ def test_the_prompt_injection_gate_stops_enqueueing(caplog: pytest.LogCaptureFix
     assert receipt.accepted is False and receipt.reason == "prompt_injection_disabled"
     assert "allow_prompt_injection" in caplog.text
     other.enqueue(S1, "allowed plugin")
-    assert texts(host.sessions.drain_injections(S1)) == ["allowed plugin"]
+    assert texts(host.gateway.sessions.drain_injections(S1)) == ["allowed plugin"]
 
 
 def test_the_gate_also_stops_delivery_of_entries_queued_before(tmp_path: Path) -> None:
@@ -336,34 +340,34 @@ def seeded() -> tuple[PluginHost, Workflow, Workflow]:
     host = make_host(a, b)
     for plugin in (a, b):
         for key in (S1, S2):
-            host.sessions.patch(key, plugin.plugin_id, "approvals", {"pending": 9})
+            host.gateway.sessions.patch(key, plugin.plugin_id, "approvals", {"pending": 9})
             plugin.enqueue(key, f"{plugin.plugin_id}@{key}")
     return host, a, b
 
 
 def state(host: PluginHost, key: str, plugin_id: str) -> Any:
-    return host.sessions.session_row(key)["plugin_extensions"][plugin_id]["approvals"]
+    return host.gateway.sessions.session_row(key)["plugin_extensions"][plugin_id]["approvals"]
 
 
 @pytest.mark.parametrize("reason", ["reset", "delete"])
 def test_reset_and_delete_clear_that_session_only(reason: Any) -> None:
     host, a, b = seeded()
-    host.sessions.cleanup(S1, reason)
+    host.gateway.sessions.cleanup(S1, reason)
     assert a.cleanups == [(reason, S1)] and b.cleanups == [(reason, S1)]
     assert state(host, S1, "wf-a") == {"pending": 0}  # back to the default
-    assert host.sessions.drain_injections(S1) == []
+    assert host.gateway.sessions.drain_injections(S1) == []
     assert state(host, S2, "wf-a") == {"pending": 9}
-    assert texts(host.sessions.drain_injections(S2)) == ["wf-a@" + S2, "wf-b@" + S2]
+    assert texts(host.gateway.sessions.drain_injections(S2)) == ["wf-a@" + S2, "wf-b@" + S2]
 
 
 def test_disable_clears_that_plugin_everywhere_and_nothing_else() -> None:
     host, a, b = seeded()
-    host.sessions.cleanup_plugin("wf-a", "disable")
+    host.gateway.sessions.cleanup_plugin("wf-a", "disable")
     assert a.cleanups == [("disable", None)] and b.cleanups == []
     for key in (S1, S2):
-        assert "wf-a" not in host.sessions.session_row(key)["plugin_extensions"]
+        assert "wf-a" not in host.gateway.sessions.session_row(key)["plugin_extensions"]
         assert state(host, key, "wf-b") == {"pending": 9}
-        assert texts(host.sessions.drain_injections(key)) == [f"wf-b@{key}"]
+        assert texts(host.gateway.sessions.drain_injections(key)) == [f"wf-b@{key}"]
     host.unregister("wf-a")
     again = Workflow("wf-a")
     host.register(again, "wf-a")  # re-enabled: registers its extension afresh
@@ -372,22 +376,22 @@ def test_disable_clears_that_plugin_everywhere_and_nothing_else() -> None:
 
 def test_reregistering_a_plugin_replaces_its_declarations_and_keeps_its_state() -> None:
     host = make_host(Workflow())
-    host.sessions.patch(S1, "workflow", "approvals", {"pending": 4})
+    host.gateway.sessions.patch(S1, "workflow", "approvals", {"pending": 4})
     host.unregister("workflow")
     reloaded = Workflow()
     host.register(reloaded, "workflow")
     assert state(host, S1, "workflow") == {"pending": 4}
-    host.sessions.cleanup(S1, "reset")
+    host.gateway.sessions.cleanup(S1, "reset")
     assert reloaded.cleanups == [("reset", S1)]
 
 
 def test_restart_calls_back_and_keeps_state_and_injections() -> None:
     host, a, _ = seeded()
-    host.sessions.restart()
-    host.sessions.cleanup(S1, "restart")
+    host.gateway.sessions.restart()
+    host.gateway.sessions.cleanup(S1, "restart")
     assert a.cleanups == [("restart", None), ("restart", S1)]
     assert state(host, S1, "wf-a") == {"pending": 9}
-    assert len(host.sessions.drain_injections(S1)) == 2
+    assert len(host.gateway.sessions.drain_injections(S1)) == 2
 
 
 def test_a_failing_cleanup_callback_is_logged_and_the_others_run(
@@ -410,7 +414,7 @@ def test_a_failing_cleanup_callback_is_logged_and_the_others_run(
     host = PluginHost()
     host.register(plugin, "cleaner")
     with caplog.at_level(logging.WARNING):
-        host.sessions.cleanup(S1, "reset")
+        host.gateway.sessions.cleanup(S1, "reset")
     assert got == ["reset", "ext:reset"]
     assert "RuntimeError" in caplog.text and "confidential detail" not in caplog.text
 
@@ -424,13 +428,13 @@ def test_a_cleanup_callback_with_a_defaulted_second_parameter_keeps_its_bound_va
 
     host = PluginHost()
     host.register(plugin, "cleaner")
-    host.sessions.cleanup(S1, "reset")
+    host.gateway.sessions.cleanup(S1, "reset")
     assert got == [("reset", "first"), ("reset", "second")]
 
 
 def test_cleanup_rejects_unknown_reasons() -> None:
     host = make_host(Workflow())
     with pytest.raises(ValueError):
-        host.sessions.cleanup(S1, "disable")
+        host.gateway.sessions.cleanup(S1, "disable")
     with pytest.raises(ValueError):
-        host.sessions.cleanup_plugin("workflow", "explode")
+        host.gateway.sessions.cleanup_plugin("workflow", "explode")

@@ -128,15 +128,17 @@ def test_finalize_restart_ends_sessions_with_restart_and_keeps_session_state() -
 
     host = PluginHost()
     host.register(plugin, "memory")
-    host.sessions.patch("s1", "memory", "x", {"n": 1})
+    host.gateway.sessions.patch("s1", "memory", "x", {"n": 1})
     cron = CronService(host)
     asyncio.run(cron.reconcile(Scheduler()))
     first_signal = cron.signal
-    finalizer = ShutdownFinalizer(host, lambda: ["s1"], timeout_s=5, cron=cron)
+    finalizer = ShutdownFinalizer(
+        host, lambda: ["s1"], timeout_s=5, cron=cron, sessions=host.gateway.sessions
+    )
     report = asyncio.run(finalizer.finalize("restart"))
     assert ended == [("s1", "restart")] and cleanups == ["restart"]
     assert report.reason == "restart" and report.timed_out is False and report.sessions == ["s1"]
-    assert host.sessions.session_row("s1")["plugin_extensions"]["memory"]["x"] == {"n": 1}
+    assert host.gateway.sessions.session_row("s1")["plugin_extensions"]["memory"]["x"] == {"n": 1}
     assert first_signal is not None and first_signal.aborted  # shutdown aborts cron too
 
 

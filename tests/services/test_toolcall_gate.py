@@ -90,7 +90,7 @@ def hostile_host() -> PluginHost:
 def test_a_call_nobody_objects_to_is_allowed_without_asking() -> None:
     resolver, asked = recording("deny")
     host = PluginHost(store=MemoryStore())
-    gate = ToolCallGate(host, ApprovalBroker(resolver))
+    gate = ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver))
     decision = run_check(gate, {"tool_name": "read", "params": {"path": "a"}})
     assert decision.allowed
     assert decision.params == {"path": "a"}
@@ -118,7 +118,7 @@ def test_policy_hook_and_approval_compose_in_one_check() -> None:
     host.register(preflight, "preflight")
     resolver, asked = recording("allow-once")
     decision = run_check(
-        ToolCallGate(host, ApprovalBroker(resolver)),
+        ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver)),
         {"tool_name": "web_search", "params": {"q": "x"}},
     )
     assert decision.allowed
@@ -137,7 +137,7 @@ def test_a_failing_before_tool_call_handler_blocks_the_call() -> None:
 
     host = PluginHost(store=MemoryStore())
     host.register(broken, "broken")
-    decision = run_check(ToolCallGate(host), {"tool_name": "read"})
+    decision = run_check(host.gateway.tool_calls.gate, {"tool_name": "read"})
     assert not decision.allowed
     assert decision.blocked_by == "broken"
     assert "raised ZeroDivisionError" in decision.reason
@@ -146,7 +146,9 @@ def test_a_failing_before_tool_call_handler_blocks_the_call() -> None:
 def test_the_default_gate_has_no_approver_and_blocks_approval_requests() -> None:
     host = PluginHost(store=MemoryStore())
     host.register(exec_approval, "shell-guard")
-    decision = run_check(ToolCallGate(host), {"tool_name": "exec", "params": {"command": "ls"}})
+    decision = run_check(
+        host.gateway.tool_calls.gate, {"tool_name": "exec", "params": {"command": "ls"}}
+    )
     assert (decision.allowed, decision.approval_resolution) == (False, "no-resolver")
 
 
@@ -161,7 +163,7 @@ def test_a_never_answered_exec_approval_times_out() -> None:
 
     host = PluginHost(store=MemoryStore())
     host.register(slow_guard, "guard")
-    gate = ToolCallGate(host, ApprovalBroker(ProgrammaticResolver()))
+    gate = ToolCallGate(host, host.gateway.policies, ApprovalBroker(ProgrammaticResolver()))
     decision = run_check(gate, {"tool_name": "exec", "params": {"command": "ls"}})
     assert (decision.allowed, decision.approval_resolution) == (False, "timeout")
     assert gate.audit[-1]["approval_resolution"] == "timeout"
@@ -172,7 +174,8 @@ def test_a_never_answered_exec_approval_times_out() -> None:
 
 def test_an_exec_approval_shows_the_filtered_env_keys_and_contributors() -> None:
     resolver, asked = recording("allow-once")
-    gate = ToolCallGate(hostile_host(), ApprovalBroker(resolver))
+    host = hostile_host()
+    gate = ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver))
     decision = run_check(gate, {"tool_name": "exec", "params": {"command": "make"}})
     assert decision.allowed
     [pending] = asked
@@ -200,7 +203,8 @@ def test_an_exec_approval_shows_the_filtered_env_keys_and_contributors() -> None
 
 def test_hostile_exec_env_values_are_never_recorded_and_kept_values_are_not_shown() -> None:
     resolver, asked = recording("allow-once")
-    gate = ToolCallGate(hostile_host(), ApprovalBroker(resolver))
+    host = hostile_host()
+    gate = ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver))
     run_check(gate, {"tool_name": "exec", "params": {"command": "make"}})
     recorded = json.dumps(
         [asked[0].summary(), list(gate.audit), list(gate.broker.history)], default=str
@@ -214,7 +218,8 @@ def test_hostile_exec_env_values_are_never_recorded_and_kept_values_are_not_show
 
 
 def test_hostile_exec_env_keys_never_reach_the_env_the_command_runs_with() -> None:
-    gate = ToolCallGate(hostile_host(), ApprovalBroker(ProgrammaticResolver()))
+    host = hostile_host()
+    gate = ToolCallGate(host, host.gateway.policies, ApprovalBroker(ProgrammaticResolver()))
     outcome = asyncio.run(gate.exec_env("s1", "sandbox"))
     assert set(outcome.env) == {"MY_SERVICE_TOKEN", "GOOD"}
     assert gate.audit[-1]["host"] == "sandbox"
@@ -225,7 +230,7 @@ def test_a_lower_priority_env_contributor_overrides_the_same_key() -> None:
     host = PluginHost(store=MemoryStore())
     host.register(env_plugin({"REGION": "eu"}, priority=10), "first")
     host.register(env_plugin({"REGION": "us"}, priority=0), "second")
-    gate = ToolCallGate(host)
+    gate = host.gateway.tool_calls.gate
     decision = run_check(gate, {"tool_name": "exec", "params": {"command": "x", "host": "node"}})
     assert decision.allowed
     assert decision.exec_env is not None and decision.exec_env.env == {"REGION": "us"}
@@ -245,7 +250,7 @@ def test_a_host_supplied_exec_env_is_used_as_is() -> None:
         api.on("resolve_exec_env", contribute)
 
     host.register(counting, "env")
-    gate = ToolCallGate(host)
+    gate = host.gateway.tool_calls.gate
     env = asyncio.run(gate.exec_env("s1", "gateway"))
     decision = run_check(gate, {"tool_name": "exec", "params": {}}, exec_env=env)
     assert calls == ["x"]
@@ -265,7 +270,7 @@ def test_a_blocked_exec_call_does_not_resolve_the_env() -> None:
         api.on("resolve_exec_env", contribute)
 
     host.register(block, "b")
-    decision = run_check(ToolCallGate(host), {"tool_name": "exec"})
+    decision = run_check(host.gateway.tool_calls.gate, {"tool_name": "exec"})
     assert not decision.allowed and calls == [] and decision.exec_env is None
 
 
@@ -278,7 +283,9 @@ def test_an_exec_allow_always_grant_survives_a_restart(tmp_path: Path) -> None:
     host = PluginHost(store=store)
     host.register(exec_approval, "shell-guard")
     resolver, asked = recording("allow-always")
-    gate = ToolCallGate(host, ApprovalBroker(resolver, store=host.store))
+    gate = ToolCallGate(
+        host, host.gateway.policies, ApprovalBroker(resolver, store=host.gateway.store)
+    )
     first = run_check(gate, {"tool_name": "exec", "params": {"command": "make"}})
     assert first.allowed and len(asked) == 1
     store.close()
@@ -286,11 +293,13 @@ def test_an_exec_allow_always_grant_survives_a_restart(tmp_path: Path) -> None:
     host2 = PluginHost(state_dir=None, store=SQLiteStore(path))
     host2.register(exec_approval, "shell-guard")
     resolver2, asked2 = recording("deny")
-    gate2 = ToolCallGate(host2, ApprovalBroker(resolver2, store=host2.store))
+    gate2 = ToolCallGate(
+        host2, host2.gateway.policies, ApprovalBroker(resolver2, store=host2.gateway.store)
+    )
     again = run_check(gate2, {"tool_name": "exec", "params": {"command": "make test"}})
     assert again.allowed and asked2 == []
     assert again.grant_id == first.grant_id
-    host2.store.close()
+    host2.gateway.store.close()
 
 
 def test_a_plugin_that_writes_another_plugins_id_is_stamped_with_its_own() -> None:
@@ -310,6 +319,8 @@ def test_a_plugin_that_writes_another_plugins_id_is_stamped_with_its_own() -> No
     host = PluginHost(store=MemoryStore())
     host.register(impostor, "impostor")
     resolver, asked = recording("deny")
-    decision = run_check(ToolCallGate(host, ApprovalBroker(resolver)), {"tool_name": "exec"})
+    decision = run_check(
+        ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver)), {"tool_name": "exec"}
+    )
     assert asked[0].plugin_id == "impostor"
     assert decision.blocked_by == "impostor"

@@ -32,7 +32,7 @@ def hook_approval(api: PluginApi) -> None:
 
 
 def test_an_operator_approval_blocks_as_no_resolver_without_an_approver() -> None:
-    gate = ToolCallGate(PluginHost(store=MemoryStore()))
+    gate = PluginHost(store=MemoryStore()).gateway.tool_calls.gate
     decision = run_check(gate, EVENT, approval=operator_request())
     assert (decision.allowed, decision.approval_resolution) == (False, "no-resolver")
     assert decision.blocked_by == OPERATOR
@@ -41,7 +41,8 @@ def test_an_operator_approval_blocks_as_no_resolver_without_an_approver() -> Non
 
 def test_an_operator_approval_is_asked_with_the_parameters_that_would_run() -> None:
     resolver, asked = recording("allow-once")
-    gate = ToolCallGate(PluginHost(store=MemoryStore()), ApprovalBroker(resolver))
+    host = PluginHost(store=MemoryStore())
+    gate = ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver))
     decision = run_check(gate, EVENT, approval=operator_request())
     assert decision.allowed and decision.approval_resolution == "allow-once"
     (pending,) = asked
@@ -54,7 +55,9 @@ def test_a_before_tool_call_block_wins_over_an_operator_approval() -> None:
     host.register(lambda api: api.on("before_tool_call", lambda event: {"block": True}), "guard")
     resolver, asked = recording("allow-once")
     decision = run_check(
-        ToolCallGate(host, ApprovalBroker(resolver)), EVENT, approval=operator_request()
+        ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver)),
+        EVENT,
+        approval=operator_request(),
     )
     assert not decision.allowed and decision.blocked_by == "guard"
     assert asked == []
@@ -68,7 +71,9 @@ def test_a_trusted_policy_block_wins_over_an_operator_approval() -> None:
     )
     resolver, asked = recording("allow-once")
     decision = run_check(
-        ToolCallGate(host, ApprovalBroker(resolver)), EVENT, approval=operator_request()
+        ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver)),
+        EVENT,
+        approval=operator_request(),
     )
     assert not decision.allowed and decision.blocked_by_policy == "deny-all"
     assert asked == []
@@ -79,7 +84,9 @@ def test_a_plugin_approval_does_not_replace_the_operator_approval() -> None:
     host.register(hook_approval, "preflight")
     resolver, asked = recording("allow-once")
     decision = run_check(
-        ToolCallGate(host, ApprovalBroker(resolver)), EVENT, approval=operator_request()
+        ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver)),
+        EVENT,
+        approval=operator_request(),
     )
     assert decision.allowed
     assert [p.plugin_id for p in asked] == [OPERATOR, "preflight"]
@@ -90,7 +97,9 @@ def test_a_denied_operator_approval_blocks_before_the_plugin_is_asked() -> None:
     host.register(hook_approval, "preflight")
     resolver, asked = recording("deny")
     decision = run_check(
-        ToolCallGate(host, ApprovalBroker(resolver)), EVENT, approval=operator_request()
+        ToolCallGate(host, host.gateway.policies, ApprovalBroker(resolver)),
+        EVENT,
+        approval=operator_request(),
     )
     assert not decision.allowed and decision.blocked_by == OPERATOR
     assert [p.plugin_id for p in asked] == [OPERATOR]
@@ -99,7 +108,9 @@ def test_a_denied_operator_approval_blocks_before_the_plugin_is_asked() -> None:
 def test_an_allow_always_operator_grant_answers_the_next_call() -> None:
     host = PluginHost(store=MemoryStore())
     resolver, asked = recording("allow-always")
-    gate = ToolCallGate(host, ApprovalBroker(resolver, store=host.store))
+    gate = ToolCallGate(
+        host, host.gateway.policies, ApprovalBroker(resolver, store=host.gateway.store)
+    )
     first = run_check(gate, EVENT, approval=operator_request())
     again = run_check(gate, {**EVENT, "params": {"reason": "again"}}, approval=operator_request())
     assert first.allowed and again.allowed and len(asked) == 1

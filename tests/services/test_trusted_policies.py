@@ -60,14 +60,16 @@ def passes(event: Any, ctx: Any) -> None:
 
 def evaluate(host: PluginHost, tool: str = "exec", **params: Any) -> PolicyOutcome:
     outcome = asyncio.run(
-        host.trusted_policies.evaluate_all({"tool_name": tool, "params": params}, {})
+        host.gateway.policies.evaluate_all({"tool_name": tool, "params": params}, {})
     )
     assert isinstance(outcome, PolicyOutcome)
     return outcome
 
 
 def gate_check(host: PluginHost, resolver: Any = None, **params: Any) -> ToolCallDecision:
-    gate = ToolCallGate(host, ApprovalBroker(resolver, store=host.store))
+    gate = ToolCallGate(
+        host, host.gateway.policies, ApprovalBroker(resolver, store=host.gateway.store)
+    )
     return asyncio.run(
         gate.check({"tool_name": "web_fetch", "params": params or {"url": "https://x"}})
     )
@@ -86,7 +88,7 @@ def test_an_installed_plugin_registering_an_undeclared_policy_id_is_rejected() -
     assert "plugins.entries.budgeter.contracts.trusted_tool_policies" in message
     assert isinstance(info.value, PluginLoadError)
     # rejected before registration: nothing is left behind
-    assert host.trusted_policies.policies == []
+    assert host.gateway.policies.policies == []
     assert [p.plugin_id for p in host.plugins] == []
 
 
@@ -103,7 +105,7 @@ def test_an_undeclared_policy_is_rejected_even_when_the_plugin_catches_the_error
 
     host.register(register, "sly", bundled=False)
     assert len(errors) == 1
-    assert [p.policy_id for p in host.trusted_policies.policies] == ["budget"]
+    assert [p.policy_id for p in host.gateway.policies.policies] == ["budget"]
 
 
 def test_an_installed_plugin_must_be_explicitly_enabled_to_register_a_policy() -> None:
@@ -135,7 +137,7 @@ def test_an_installed_plugin_loaded_from_an_entry_point_follows_the_contract(
     assert "undeclared" in next(
         e.cause for e in host.load_errors if e.plugin_id == "fakeplug-policy"
     )
-    assert host.trusted_policies.policies == []  # the half-registered plugin left nothing
+    assert host.gateway.policies.policies == []  # the half-registered plugin left nothing
 
 
 def test_a_declared_policy_of_an_enabled_installed_plugin_is_registered(fake_dist: Any) -> None:
@@ -149,7 +151,7 @@ def test_a_declared_policy_of_an_enabled_installed_plugin_is_registered(fake_dis
     fake_dist("fakeplug-budget", "fakeplug_budget", source)
     host = PluginHost(installed_config(("fakeplug-budget", ["budget"])))
     host.load_installed(use_cache=False)
-    [policy] = host.trusted_policies.policies
+    [policy] = host.gateway.policies.policies
     assert (policy.plugin_id, policy.policy_id, policy.description) == (
         "fakeplug-budget",
         "budget",
@@ -162,14 +164,14 @@ def test_a_declared_policy_of_an_enabled_installed_plugin_is_registered(fake_dis
 def test_bundled_plugins_need_no_declaration() -> None:
     host = PluginHost({})
     host.register(policy_plugin(None, ("workspace", passes)), "core")
-    assert [p.qualified_id for p in host.trusted_policies.policies] == ["core/workspace"]
+    assert [p.qualified_id for p in host.gateway.policies.policies] == ["core/workspace"]
 
 
 def test_policy_ids_are_scoped_per_plugin() -> None:
     host = PluginHost(installed_config(("a", ["budget"]), ("b", ["budget"])))
     host.register(policy_plugin(None, ("budget", passes)), "a", bundled=False)
     host.register(policy_plugin(None, ("budget", passes)), "b", bundled=False)
-    assert [p.qualified_id for p in host.trusted_policies.policies] == ["a/budget", "b/budget"]
+    assert [p.qualified_id for p in host.gateway.policies.policies] == ["a/budget", "b/budget"]
 
 
 def test_the_same_plugin_registering_the_same_policy_id_twice_is_an_error() -> None:
@@ -189,7 +191,7 @@ def test_a_plugin_that_is_unregistered_leaves_no_policy_behind() -> None:
     host = PluginHost({})
     host.register(policy_plugin(None, ("budget", lambda e, c: {"block": True})), "core")
     host.unregister("core")
-    assert host.trusted_policies.policies == []
+    assert host.gateway.policies.policies == []
     assert not evaluate(host).blocked
 
 
@@ -352,7 +354,7 @@ def test_a_policy_that_never_answers_times_out_and_blocks() -> None:
     host.register(policy_plugin(None, ("slow", slow)), "core")
 
     async def main() -> PolicyOutcome:
-        outcome = await host.trusted_policies.evaluate_all({"tool_name": "x"}, {})
+        outcome = await host.gateway.policies.evaluate_all({"tool_name": "x"}, {})
         assert isinstance(outcome, PolicyOutcome)
         assert host.tracker.pending == ["core:policy:slow"]  # tracked, not cancelled
         await host.aclose(0.01)
@@ -463,4 +465,4 @@ def test_a_policy_with_an_unusable_signature_is_rejected_at_registration_naming_
     host = PluginHost({})
     with pytest.raises(TrustedPolicyError, match=r"'core'.*'three'.*\['extra'\]"):
         _register_direct(host, "three", lambda event, ctx, extra: None)
-    assert host.trusted_policies.policies == []
+    assert host.gateway.policies.policies == []

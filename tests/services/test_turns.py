@@ -60,7 +60,7 @@ def test_prepare_turn_drains_injections_before_the_prompt_hooks_and_combines_con
     queue_seen_by_prompt_build: list[Any] = []
 
     def build(event: Any) -> dict[str, Any]:
-        queue_seen_by_prompt_build.append(host.sessions.pending_injections(S))
+        queue_seen_by_prompt_build.append(host.gateway.sessions.pending_injections(S))
         return {
             "prepend_context": "operator context",
             "append_context": "be brief",
@@ -72,7 +72,11 @@ def test_prepare_turn_drains_injections_before_the_prompt_hooks_and_combines_con
     assert plugin.api is not None
     plugin.api.session.workflow.enqueue_next_turn_injection(S, "Approval granted for #12.")
 
-    turn = asyncio.run(prepare_turn(host, S, "continue", [{"role": "user", "content": "hi"}]))
+    turn = asyncio.run(
+        prepare_turn(
+            host, S, "continue", [{"role": "user", "content": "hi"}], sessions=host.gateway.sessions
+        )
+    )
     assert [i["text"] for i in plugin.seen[0]] == ["Approval granted for #12."]
     assert queue_seen_by_prompt_build == [[]]
     assert turn.prepend_context == "Approval granted for #12.\n\noperator context"
@@ -83,7 +87,7 @@ def test_prepare_turn_drains_injections_before_the_prompt_hooks_and_combines_con
     assert turn.final_system_prompt() == "You are helpful.\n\nToday is Wednesday."
     assert [h.hook for h in turn.handlers] == ["agent_turn_prepare", "before_prompt_build"]
 
-    again = asyncio.run(prepare_turn(host, S, "next", []))
+    again = asyncio.run(prepare_turn(host, S, "next", [], sessions=host.gateway.sessions))
     assert again.injections == [] and plugin.seen[1] == []
     assert again.prepend_context == "operator context"
 
@@ -92,16 +96,20 @@ def test_the_session_key_reaches_the_hook_context() -> None:
     seen: list[Any] = []
     host = PluginHost()
     host.register(on("before_prompt_build", lambda event, ctx: seen.append(ctx.session_key)), "p")
-    asyncio.run(prepare_turn(host, S, "hello", [], {"agent_id": "main"}))
+    asyncio.run(
+        prepare_turn(host, S, "hello", [], {"agent_id": "main"}, sessions=host.gateway.sessions)
+    )
     assert seen == [S]
 
 
 def test_render_injections_lets_the_runtime_place_them_itself() -> None:
     host = PluginHost()
-    api = host.sessions.api_for("bundled")
+    api = host.gateway.sessions.api_for("bundled")
     api.workflow.enqueue_next_turn_injection(S, "before", placement="prepend")
     api.workflow.enqueue_next_turn_injection(S, "after", placement="append")
-    turn = asyncio.run(prepare_turn(host, S, "prompt", [], render_injections=True))
+    turn = asyncio.run(
+        prepare_turn(host, S, "prompt", [], render_injections=True, sessions=host.gateway.sessions)
+    )
     assert turn.final_prompt == "before\n\nprompt\n\nafter"
 
 
@@ -114,7 +122,7 @@ def test_a_gated_plugin_neither_prepares_nor_gets_its_injections_delivered() -> 
     assert gated.api is not None and other.api is not None
     gated.api.session.workflow.enqueue_next_turn_injection(S, "from gated")
     other.api.session.workflow.enqueue_next_turn_injection(S, "from open")
-    turn = asyncio.run(prepare_turn(host, S, "p", []))
+    turn = asyncio.run(prepare_turn(host, S, "p", [], sessions=host.gateway.sessions))
     assert gated.seen == []
     assert [i["text"] for i in turn.injections] == ["from open"]
     assert turn.prepend_context == "from open"
@@ -446,15 +454,21 @@ def test_a_turn_that_fails_before_its_prompt_is_built_gives_its_injections_back(
     assert plugin.api is not None
     plugin.api.session.workflow.enqueue_next_turn_injection(S, "resume deploy #12")
 
-    async def broken_model_resolution() -> None:
-        raise RuntimeError("model registry down")
+    dispatch = host.dispatch
 
+    async def prompt_hooks_down(hook: str, *args: Any) -> Any:
+        if hook == "before_prompt_build":
+            raise RuntimeError("prompt hooks down")
+        return await dispatch(hook, *args)
+
+    host.dispatch = prompt_hooks_down  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
-        asyncio.run(prepare_turn(host, S, "go", [], between=broken_model_resolution))
-    assert [i["text"] for i in host.sessions.pending_injections(S)] == ["resume deploy #12"]
-    again = asyncio.run(prepare_turn(host, S, "go", []))
+        asyncio.run(prepare_turn(host, S, "go", [], sessions=host.gateway.sessions))
+    host.dispatch = dispatch  # type: ignore[method-assign]
+    assert [i["text"] for i in host.gateway.sessions.pending_injections(S)] == ["resume deploy #12"]
+    again = asyncio.run(prepare_turn(host, S, "go", [], sessions=host.gateway.sessions))
     assert [i["text"] for i in again.injections] == ["resume deploy #12"]
-    assert host.sessions.pending_injections(S) == []
+    assert host.gateway.sessions.pending_injections(S) == []
 
 
 def test_claimed_injections_stay_out_of_other_turns_until_acknowledged() -> None:
@@ -463,13 +477,13 @@ def test_claimed_injections_stay_out_of_other_turns_until_acknowledged() -> None
     host.register(plugin, plugin.plugin_id)
     assert plugin.api is not None
     plugin.api.session.workflow.enqueue_next_turn_injection(S, "once", idempotency_key="k")
-    claim = host.sessions.claim_injections(S)
+    claim = host.gateway.sessions.claim_injections(S)
     assert [i["text"] for i in claim.entries] == ["once"]
-    assert host.sessions.pending_injections(S) == []
-    assert host.sessions.claim_injections(S).entries == []
-    assert host.sessions.ack_injections(claim) == 1
+    assert host.gateway.sessions.pending_injections(S) == []
+    assert host.gateway.sessions.claim_injections(S).entries == []
+    assert host.gateway.sessions.ack_injections(claim) == 1
     replay = plugin.api.session.workflow.enqueue_next_turn_injection(S, "once", idempotency_key="k")
-    assert replay.duplicate and host.sessions.claim_injections(S).entries == []
+    assert replay.duplicate and host.gateway.sessions.claim_injections(S).entries == []
 
 
 def test_a_store_error_giving_injections_back_never_replaces_the_turns_own_error(
@@ -479,16 +493,17 @@ def test_a_store_error_giving_injections_back_never_replaces_the_turns_own_error
     from agentplug.store import StateStoreUnavailable
 
     host = PluginHost()
-    host.sessions.enqueue_injection("wf", S, "queued")
+    host.gateway.sessions.enqueue_injection("wf", S, "queued")
 
     def unreachable(*args: Any, **kwargs: Any) -> int:
         raise StateStoreUnavailable("state store postgresql://db:5432/x unreachable")
 
     monkeypatch.setattr(injections, "release", unreachable)
 
-    async def cancelled() -> None:
+    async def cancelled(hook: str, *args: Any) -> Any:
         raise asyncio.CancelledError
 
+    host.dispatch = cancelled  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING), pytest.raises(asyncio.CancelledError):
-        asyncio.run(prepare_turn(host, S, "continue", [], between=cancelled))
+        asyncio.run(prepare_turn(host, S, "continue", [], sessions=host.gateway.sessions))
     assert "could not give 1 injection(s) back" in caplog.text

@@ -117,8 +117,8 @@ def test_a_host_opens_the_store_state_url_names(tmp_path: Path) -> None:
 
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     host = PluginHost({"state": {"url": url}}, state_dir=tmp_path / "ignored")
-    host.store.put("ns", "k", 1)
-    host.store.close()
+    host.gateway.store.put("ns", "k", 1)
+    host.gateway.store.close()
     assert open_store_url(url).get("ns", "k") == 1
     assert not (tmp_path / "ignored").exists()
 

@@ -1,6 +1,6 @@
 """action-pack, loaded from its installed entry point with agentplug's pytest fixtures.
 
-The action runtime (``agentplug_host.actions``) is not covered by the fixtures: the tests
+The action runtime (``agentplug_host.gateway.actions``) is not covered by the fixtures: the tests
 drive it with ``asyncio.run`` on the fixture host.
 """
 
@@ -35,7 +35,7 @@ def action_pack(agentplug_load: PluginLoader) -> PluginRecord:
 @pytest.fixture
 def actions(agentplug_host: PluginHost, action_pack: PluginRecord) -> AgentRuntime:
     """The fixture host's action runtime, after collecting every plugin's actions."""
-    runtime: AgentRuntime = agentplug_host.actions
+    runtime: AgentRuntime = agentplug_host.gateway.actions
     assert asyncio.run(runtime.load()) == []
     return runtime
 
@@ -61,7 +61,7 @@ def test_provides_roll_dice_and_word_count_through_the_hook(
 def test_the_host_action_runtime_registers_them_under_the_plugin_id(
     agentplug_host: PluginHost, agentplug_recorder: DispatchRecorder
 ) -> None:
-    runtime: AgentRuntime = agentplug_host.actions
+    runtime: AgentRuntime = agentplug_host.gateway.actions
     assert asyncio.run(runtime.load()) == []
     registry = runtime.registry
     assert [registry.owner_of(n) for n in ("ROLL_DICE", "WORD_COUNT")] == [PLUGIN_ID] * 2

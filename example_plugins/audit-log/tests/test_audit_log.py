@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentplug import HookKind, PluginHost, PluginRecord
+from agentplug import PluginHost, PluginRecord
 from agentplug.core.dispatch import HandlerStatus
 from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_audit_log import CONVERSATION_HOOKS, DECISION_HOOKS, LOW_PRIORITY, OBSERVATION_HOOKS
-from agentplug_hookspecs import builtin_declarations
+from agentplug_hookspecs import HookKind, builtin_declarations
 
 PLUGIN_ID = "audit-log"
 SECRET = "sk-live-do-not-log-me-0123456789"

@@ -1,7 +1,7 @@
 """media-openai loaded from its entry point with agentplug's pytest fixtures, against a fake
 OpenAI API on 127.0.0.1.
 
-The fake server and the action runtime (``agentplug_host.actions``) are not covered by the
+The fake server and the action runtime (``agentplug_host.gateway.actions``) are not covered by the
 fixtures: the server is a fixture of this module, and the actions run with ``asyncio.run``
 on the fixture host.
 """
@@ -130,8 +130,8 @@ def media_openai(agentplug_load: PluginLoader) -> PluginRecord:
 
 def run_all(host: PluginHost, *messages: str) -> list[Any]:
     async def go() -> list[FlowResult]:
-        await host.actions.load()
-        return [await host.actions.run(m) for m in messages]
+        await host.gateway.actions.load()
+        return [await host.gateway.actions.run(m) for m in messages]
 
     flows = asyncio.run(go())
     assert all(f.result is not None for f in flows)
@@ -143,7 +143,7 @@ def test_entry_point_registers_the_provider_in_the_media_service(
 ) -> None:
     assert agentplug_host.plugins == [media_openai]
     assert (media_openai.plugin_id, media_openai.bundled) == (PLUGIN_ID, False)
-    media = agentplug_host.actions.get_service("media")
+    media = agentplug_host.gateway.actions.get_service("media")
     assert isinstance(media, MediaProviders) and media.ids() == [PLUGIN_ID]
     assert isinstance(media.get(PLUGIN_ID), OpenAIMediaProvider)
 

@@ -143,8 +143,9 @@ def test_a_failed_tool_call_reaches_the_next_turn_exactly_once(
     agentplug_dispatch("after_tool_call", failure, {"session_key": "s1"})
     agentplug_dispatch("after_tool_call", failure, {"session_key": "s1"})  # a retried note
 
-    first = agentplug_run(prepare_turn(agentplug_host, "s1", "hello", []))
-    second = agentplug_run(prepare_turn(agentplug_host, "s1", "hello again", []))
+    sessions = agentplug_host.gateway.sessions
+    first = agentplug_run(prepare_turn(agentplug_host, "s1", "hello", [], sessions=sessions))
+    second = agentplug_run(prepare_turn(agentplug_host, "s1", "hello again", [], sessions=sessions))
 
     note = "Note: the last web_search call failed (rate limited)."
     assert first.prepend_context is not None and first.prepend_context.count(note) == 1
@@ -155,4 +156,4 @@ def test_a_successful_tool_call_queues_nothing(
     prompt_context: PluginRecord, agentplug_host: PluginHost, agentplug_dispatch: Dispatcher
 ) -> None:
     agentplug_dispatch("after_tool_call", {"tool_name": "web_search"}, {"session_key": "s1"})
-    assert agentplug_host.sessions.pending_injections("s1") == []
+    assert agentplug_host.gateway.sessions.pending_injections("s1") == []

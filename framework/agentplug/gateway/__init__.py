@@ -6,7 +6,6 @@ below the entrances (``api``, ``testing``, ``adapters``, ``cli``). See GUIDE.md 
 
 from __future__ import annotations
 
-from agentplug.gateway.assembly import Gateway
-from agentplug.gateway.host import PluginApi, PluginHost
+from agentplug.gateway.assembly import Gateway, PluginApi, PluginHost
 
 __all__ = ["Gateway", "PluginApi", "PluginHost"]

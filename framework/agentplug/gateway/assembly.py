@@ -1,10 +1,11 @@
-"""The composition root: :class:`Gateway` builds one gateway's parts, once, typed.
+"""The composition root: :class:`Gateway` builds one gateway's parts, once, typed; and
+the host and plugin API it hands out (:class:`PluginHost`, :class:`PluginApi`).
 
-Every entrance goes through it: the CLI commands, ``agentplug serve``, ``agentplug
+Every entrance goes through a gateway: the CLI commands, ``agentplug serve``, ``agentplug
 chat``, ``agentplug mcp-proxy``, the scenario runner, the pytest fixtures and the
-PydanticAI / LangChain adapters. What it builds, in order:
+PydanticAI / LangChain adapters. What :class:`Gateway` builds, in order:
 
-1. the host (:class:`~agentplug.gateway.host.PluginHost`) over the operator config;
+1. the host (:class:`PluginHost`) over the operator config;
 2. the state store (``state.url`` / ``$AGENTPLUG_STATE_URL``, else SQLite in the state
    directory, else in memory), opened now so that an unreachable database stops the
    start with one line;
@@ -17,40 +18,46 @@ PydanticAI / LangChain adapters. What it builds, in order:
 ``await gateway.start()`` loads the actions and fires ``gateway_start``;
 ``await gateway.stop()`` fires ``session_end`` for the sessions it ran and
 ``gateway_stop`` (bounded), then releases what it opened.
+
+:class:`PluginHost` is the core's :class:`~agentplug.core.host.HookHost` (registration,
+plans, dispatch) with what the framework adds: the full plugin API (sessions, trusted
+tool policies, actions) for ``register(api)``, the exec-env outcome filter, and a typed
+link to its gateway. A host built on its own (``PluginHost(config)``) gets its gateway
+on first use, so that plugins asking for ``api.session`` still work. Its shortcuts
+``host.store``, ``host.sessions``, ``host.actions`` and ``host.trusted_policies`` of
+earlier releases still answer, with a ``DeprecationWarning``.
+
+Importing this module stays light (a plugin test that only dispatches hooks loads the
+core alone): :class:`Gateway` imports the layers it assembles when it is built.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentplug.actions.builtins import action_runtime
-from agentplug.actions.runtime import AgentRuntime
-from agentplug.agent.config import agent_config
-from agentplug.agent.pipeline import ToolCallPipeline
-from agentplug.agent.runner import AgentRunner
+import agentplug.security.execenv  # noqa: F401  (registers the ``exec_env`` outcome filter)
 from agentplug.core.config import AgentplugConfig, load_config
-from agentplug.core.host import PluginRecord
-from agentplug.gateway.host import PluginHost
-from agentplug.plugins.ejected import PluginSources
-from agentplug.services.approvals import ApprovalBroker
-from agentplug.services.lifecycle import CronService, FinalizeReason, ShutdownFinalizer
-from agentplug.services.policies import TrustedToolPolicies
-from agentplug.services.replies import Channel, ReplyDispatcher
-from agentplug.services.sessions import SessionServices
-from agentplug.store import MemoryStore, StateStore, store_from_config
+from agentplug.core.host import HookApi, HookHost, PluginRecord
 
 if TYPE_CHECKING:
     from agentplug.actions.builtins.comms.runs import TerminalRuns
+    from agentplug.actions.runtime import AgentRuntime
     from agentplug.agent.providers.base import ModelProvider
+    from agentplug.agent.runner import AgentRunner
     from agentplug.plugins.manager import PluginManager
     from agentplug.services.approvals.models import AnyResolver
     from agentplug.services.cron_cluster import ClusterCron
-    from agentplug.services.lifecycle import FinalizeReport
+    from agentplug.services.lifecycle import FinalizeReason, FinalizeReport
+    from agentplug.services.policies import TrustedToolPolicies, TrustedToolPolicy
+    from agentplug.services.replies import Channel
+    from agentplug.services.sessions import SessionApi, SessionServices
+    from agentplug.store import StateStore
 
-__all__ = ["Gateway"]
+__all__ = ["Gateway", "PluginApi", "PluginHost"]
 
 log = logging.getLogger("agentplug.gateway")
 
@@ -64,6 +71,123 @@ def _config(config: ConfigSource) -> AgentplugConfig:
     if isinstance(config, str | Path):
         return load_config(config)
     return AgentplugConfig.parse(config)
+
+
+class PluginApi(HookApi):
+    """What ``register(api)`` receives: hooks, sessions, trusted tool policies, actions."""
+
+    @property
+    def gateway(self) -> Gateway:
+        """The gateway this plugin runs in."""
+        host = self.host
+        assert isinstance(host, PluginHost)
+        return host.gateway
+
+    @property
+    def session(self) -> SessionApi:
+        """Session services: ``api.session.state`` and ``api.session.workflow``."""
+        return self.gateway.sessions.api_for(self.record)
+
+    @property
+    def actions(self) -> AgentRuntime:
+        """The gateway's actions (register services such as media providers on it)."""
+        return self.gateway.actions
+
+    def register_trusted_tool_policy(
+        self, policy_id: str, evaluate: Callable[..., Any], *, description: str = ""
+    ) -> TrustedToolPolicy:
+        """Register a trusted tool policy (runs before ordinary ``before_tool_call``).
+
+        Installed plugins must be explicitly enabled and declare ``policy_id`` in
+        ``plugins.entries.<id>.contracts.trusted_tool_policies``.
+        """
+        return self.gateway.policies.register(
+            self.record, policy_id, evaluate, description=description
+        )
+
+    def register_session_extension(self, *args: Any, **kwargs: Any) -> Any:
+        """Deprecated alias of ``api.session.state.register_session_extension``."""
+        self.warn_deprecated(
+            "api.register_session_extension", "api.session.state.register_session_extension"
+        )
+        return self.session.state.register_session_extension(*args, **kwargs)
+
+    def enqueue_next_turn_injection(self, *args: Any, **kwargs: Any) -> Any:
+        """Deprecated alias of ``api.session.workflow.enqueue_next_turn_injection``."""
+        self.warn_deprecated(
+            "api.enqueue_next_turn_injection", "api.session.workflow.enqueue_next_turn_injection"
+        )
+        return self.session.workflow.enqueue_next_turn_injection(*args, **kwargs)
+
+
+def _plugin_api(host: HookHost, record: PluginRecord) -> HookApi:
+    return PluginApi(host, record)
+
+
+class PluginHost(HookHost):
+    """Registers plugins and dispatches hooks with agentplug's rules (HOOKS.md §2).
+
+    ``await host.hooks.before_tool_call({"tool_name": "exec", "params": {...}})`` returns
+    a :class:`~agentplug.DispatchResult` with the reduced ``outcome`` and per-handler
+    ``handlers`` (``host.dispatch("name", ...)`` for hooks added at run time). The
+    services live on :attr:`gateway`; ``store`` and ``state_dir`` seed it when this host
+    is built on its own.
+    """
+
+    def __init__(
+        self,
+        config: AgentplugConfig | Mapping[str, Any] | None = None,
+        *,
+        builtin_hooks: bool = True,
+        store: StateStore | None = None,
+        state_dir: str | Path | None = None,
+        gateway: Gateway | None = None,
+    ) -> None:
+        super().__init__(config, builtin_hooks=builtin_hooks, api_factory=_plugin_api)
+        self._gateway = gateway
+        self._seed = (store, state_dir)
+
+    @property
+    def gateway(self) -> Gateway:
+        """The gateway holding this host's services (built on first use when none was)."""
+        if self._gateway is None:
+            store, state_dir = self._seed
+            self._gateway = Gateway(self.config, host=self, store=store, state_dir=state_dir)
+        return self._gateway
+
+    def _moved(self, old: str, new: str) -> Gateway:
+        warnings.warn(
+            f"host.{old} is deprecated; use gateway.{new} (agentplug.Gateway holds the "
+            "services; host.gateway is this host's)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return self.gateway
+
+    @property
+    def store(self) -> StateStore:
+        """Deprecated: ``gateway.store``."""
+        return self._moved("store", "store").store
+
+    @property
+    def sessions(self) -> SessionServices:
+        """Deprecated: ``gateway.sessions``."""
+        return self._moved("sessions", "sessions").sessions
+
+    @property
+    def actions(self) -> AgentRuntime:
+        """Deprecated: ``gateway.actions``."""
+        return self._moved("actions", "actions").actions
+
+    @property
+    def trusted_policies(self) -> TrustedToolPolicies:
+        """Deprecated: ``gateway.policies``."""
+        return self._moved("trusted_policies", "policies").policies
+
+    @property
+    def state_dir(self) -> Path | None:
+        """Deprecated: ``gateway.state_dir``."""
+        return self._moved("state_dir", "state_dir").state_dir
 
 
 class Gateway:
@@ -88,6 +212,19 @@ class Gateway:
         channel: Channel | None = None,
         agent: Mapping[str, Any] | None = None,
     ) -> None:
+        # The layers a gateway assembles load here, not when this module is imported.
+        from agentplug.actions.builtins import action_runtime
+        from agentplug.agent.config import agent_config
+        from agentplug.agent.pipeline import ToolCallPipeline
+        from agentplug.agent.runner import AgentRunner
+        from agentplug.plugins.ejected import PluginSources
+        from agentplug.services.approvals import ApprovalBroker
+        from agentplug.services.lifecycle import CronService
+        from agentplug.services.policies import TrustedToolPolicies
+        from agentplug.services.replies import ReplyDispatcher
+        from agentplug.services.sessions import SessionServices
+        from agentplug.store import MemoryStore, store_from_config
+
         parsed = host.config if host is not None else _config(config)
         self.config: AgentplugConfig = parsed
         """The operator config."""
@@ -190,6 +327,8 @@ class Gateway:
     def runner_for(self, provider: ModelProvider | None = None, **options: Any) -> AgentRunner:
         """Another runner on this gateway's parts (its own provider, tools or ``config``);
         :meth:`stop` ends its sessions too."""
+        from agentplug.agent.runner import AgentRunner
+
         runner = AgentRunner(self, provider, **options)
         self._runners.append(runner)
         return runner
@@ -216,6 +355,8 @@ class Gateway:
         """``session_end`` for the sessions it ran, then ``gateway_stop`` (bounded by
         ``runtime.shutdown_timeout_ms``); then disconnects MCP servers, waits (bounded) for
         abandoned handlers and closes the store it opened."""
+        from agentplug.services.lifecycle import ShutdownFinalizer
+
         finalizer = ShutdownFinalizer(
             self.host, self.active_sessions, cron=self.cron, sessions=self.sessions
         )

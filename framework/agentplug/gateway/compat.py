@@ -15,7 +15,7 @@ from agentplug_hookspecs.common import MessageContext
 from agentplug_hookspecs.tools import ApprovalRequest, ToolContext
 
 from agentplug.agent.pipeline import CallIds, RunTool, ToolCallPipeline, ToolCallRecord
-from agentplug.gateway.host import PluginHost
+from agentplug.gateway.assembly import PluginHost
 from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.toolcalls import ToolCallGate
 from agentplug.services.turns import DeliveryResult

@@ -327,4 +327,4 @@ def load_config(raw: Mapping[str, Any]) -> OpenAIMediaConfig:
 def register(api: Any) -> None:
     """Add an :class:`OpenAIMediaProvider` to the runtime's ``media`` service."""
     provider = OpenAIMediaProvider(load_config(api.plugin_config))
-    media_providers(api.host.actions).add(api.plugin_id, provider)
+    media_providers(api.host.gateway.actions).add(api.plugin_id, provider)

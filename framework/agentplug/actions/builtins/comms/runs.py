@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from agentplug.actions.builtins._shared import _get_or_register, load_settings
 from agentplug.actions.builtins.comms.hub import OutputHub, output_hub
@@ -49,7 +49,26 @@ from agentplug.core.errors import AgentplugError
 from agentplug.security.commands import refusal
 
 if TYPE_CHECKING:
-    from agentplug.actions.runtime import AgentRuntime
+    from agentplug.core.host import HookHost
+    from agentplug.store import StateStore
+
+
+class ShellRuntime(Protocol):
+    """What the terminal runs use of a gateway's action runtime
+    (:class:`~agentplug.actions.runtime.AgentRuntime`)."""
+
+    @property
+    def host(self) -> HookHost: ...
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def state_dir(self) -> Path | None: ...
+
+    def get_service(self, name: str) -> object | None: ...
+
+    def register_service(self, name: str, service: object) -> None: ...
 
 __all__ = [
     "MAX_KEPT_RUNS",
@@ -94,7 +113,7 @@ class HostTerminal:
     """
 
     def __init__(
-        self, runtime: AgentRuntime, default_cwd: str | os.PathLike[str] | None = None
+        self, runtime: ShellRuntime, default_cwd: str | os.PathLike[str] | None = None
     ) -> None:
         self.runtime = runtime
         self.default_cwd = Path(default_cwd) if default_cwd is not None else None
@@ -136,7 +155,7 @@ class HostTerminal:
         )
 
 
-def _settings(runtime: AgentRuntime) -> ShellSettings:
+def _settings(runtime: ShellRuntime) -> ShellSettings:
     return load_settings(runtime.host.config.actions, "shell", ShellSettings)
 
 
@@ -209,7 +228,7 @@ class TerminalRuns:
 
     def __init__(
         self,
-        runtime: AgentRuntime,
+        runtime: ShellRuntime,
         *,
         default_cwd: str | os.PathLike[str] | None = None,
         terminal: TerminalService | None = None,
@@ -361,7 +380,7 @@ class TerminalRuns:
 
 
 def terminal_runs(
-    runtime: AgentRuntime,
+    runtime: ShellRuntime,
     *,
     default_cwd: str | os.PathLike[str] | None = None,
     terminal: TerminalService | None = None,
@@ -389,7 +408,7 @@ def still_running_text(run: TerminalRun, waited_s: float) -> str:
 
 
 def host_shell_backend(
-    runtime: AgentRuntime,
+    runtime: ShellRuntime,
 ) -> Callable[[ShellHandlerDef, Mapping[str, str], Collection[str]], Any]:
     """The ``shell`` back-end of custom actions on ``host``: the rendered command goes
     through the host's :class:`TerminalRuns` (switch, allow-list, terminal, hub)."""
