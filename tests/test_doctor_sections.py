@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentplug import PluginHost
 from agentplug.actions.config_check import check_config, checked_sections
 from agentplug.cli.main import main
 from agentplug.core.config import AgentplugConfig
 from agentplug.core.errors import ConfigError
-from agentplug import PluginHost
 
 
 def doctor(tmp_path: Path, config: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> str:

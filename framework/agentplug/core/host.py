@@ -114,13 +114,13 @@ class HookApi:
         if hook not in self._host.declarations:
             if optional:
                 return
-            raise UnknownHookError(self.plugin_id, self._host.unknown_hook_message(hook))
+            raise UnknownHookError(self.plugin_id, self._host._unknown_hook_message(hook))
         is_async = inspect.iscoroutinefunction(handler)
         try:
             adapted = positional_wrapper(handler)
         except TypeError as exc:
             raise HookSignatureError(self.plugin_id, f"api.on({hook!r}): {exc}") from None
-        self._host.register_handlers(
+        self._host._register_object(
             OnHandler(hook, adapted),
             self._record,
             options=options,
@@ -135,7 +135,7 @@ class HookApi:
         """Whether the operator's gates let this plugin run ``hook`` (register only what
         will run, and stay quiet about the rest)."""
         decl = self._host.declarations.get(hook)
-        return decl is not None and self._host.gate_reason(decl, self.plugin_id) is None
+        return decl is not None and self._host._gate(decl, self.plugin_id) is None
 
     def warn_deprecated(self, old: str, new: str) -> None:
         """Warn once that this plugin uses ``old``, naming ``new``."""
@@ -273,8 +273,7 @@ class HookHost(HookDispatcher):
         self._plans.clear()
         return names
 
-    def unknown_hook_message(self, hook: str) -> str:
-        """Why ``hook`` is refused at registration (with a did-you-mean)."""
+    def _unknown_hook_message(self, hook: str) -> str:
         close = difflib.get_close_matches(hook, list(self._decls), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         return (
@@ -330,7 +329,7 @@ class HookHost(HookDispatcher):
         self._bundled[pid] = bundled
         try:
             if has_hookimpls(plugin):
-                self.register_handlers(plugin, record)
+                self._register_object(plugin, record)
             register = register_callable(plugin)
             if register is not None:
                 returned = register(self._api_factory(self, record))
@@ -452,7 +451,7 @@ class HookHost(HookDispatcher):
         self._contexts.pop(plugin_id, None)
         self._plans.clear()
 
-    def register_handlers(
+    def _register_object(
         self,
         obj: object,
         record: PluginRecord,
@@ -460,8 +459,6 @@ class HookHost(HookDispatcher):
         options: HandlerOptions | None = None,
         is_async: bool | None = None,
     ) -> None:
-        """Register the hook implementations of ``obj`` as handlers of ``record``'s plugin
-        (``api.on`` passes one handler with its options)."""
         pid = record.plugin_id
         existing = self._pm.get_name(obj)
         if existing is not None:
@@ -493,7 +490,7 @@ class HookHost(HookDispatcher):
                     "ordinary handler and use priority to run early"
                 )
             elif not caller.has_spec() and not impl.optionalhook:
-                problem = self.unknown_hook_message(caller.name)
+                problem = self._unknown_hook_message(caller.name)
             if problem is not None:
                 self._pm.unregister(name=name)
                 del self._owners[name]
@@ -505,7 +502,7 @@ class HookHost(HookDispatcher):
 
     def _note_hook(self, record: PluginRecord, hook: str) -> None:
         decl = self._decls[hook]
-        gate = self.gate_reason(decl, record.plugin_id)
+        gate = self._gate(decl, record.plugin_id)
         # A gated hook is refused: it is listed apart and its handlers only appear in
         # dispatch traces as ``blocked-by-gate`` (never run).
         listed = record.refused_hooks if gate is not None else record.hooks
@@ -541,8 +538,8 @@ class HookHost(HookDispatcher):
             self._contexts[plugin_id] = context
         return context
 
-    def gate_reason(self, decl: HookDecl, plugin_id: str) -> str | None:
-        """Why the operator's gates refuse ``plugin_id`` on ``decl`` (``None``: allowed)."""
+    def _gate(self, decl: HookDecl, plugin_id: str) -> str | None:
+        # Why the operator's gates refuse ``plugin_id`` on ``decl`` (``None``: allowed).
         return gate_reason(self.config, decl, plugin_id, self._bundled.get(plugin_id, True))
 
     def _build_plan(self, hook: str) -> HookPlan:

@@ -1,15 +1,14 @@
-"""GateBridge (the entrance of outside frameworks and the MCP proxy) honours an approval
+"""The tool-call pipeline's entrance for outside frameworks (``call``) honours an approval
 the host requires for a call, exactly like the runner's own tool path."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentplug import PluginHost
+from agentplug import Gateway
 from agentplug.actions.model import Action, ActionResult
 from agentplug.agent.action_tools import TOOLS_APPROVER, operator_approval
-from agentplug.agent.bridge import CallIds, GateBridge
-from agentplug.services.approvals import ApprovalBroker
+from agentplug.agent.pipeline import CallIds
 from agentplug.store import MemoryStore
 
 from tests.agent.conftest import run
@@ -30,11 +29,11 @@ def _tool(ran: list[dict[str, Any]]) -> Any:
     return tool
 
 
-def test_a_bridged_call_that_needs_the_operators_approval_blocks_without_an_approver() -> None:
+def test_a_pipelined_call_that_needs_the_operators_approval_blocks_without_an_approver() -> None:
     ran: list[dict[str, Any]] = []
-    bridge = GateBridge(PluginHost(store=MemoryStore()))
+    pipeline = Gateway(store=MemoryStore()).tool_calls
     done = run(
-        bridge.call(
+        pipeline.call(
             "RESTART_AGENT",
             {},
             _tool(ran),
@@ -48,12 +47,12 @@ def test_a_bridged_call_that_needs_the_operators_approval_blocks_without_an_appr
     assert done.output.is_error and "tool call blocked" in done.output.content
 
 
-def test_a_bridged_call_runs_once_the_operators_approval_is_given() -> None:
+def test_a_pipelined_call_runs_once_the_operators_approval_is_given() -> None:
     ran: list[dict[str, Any]] = []
     resolver, asked = recording("allow-once")
-    bridge = GateBridge(PluginHost(store=MemoryStore()), broker=ApprovalBroker(resolver))
+    pipeline = Gateway(store=MemoryStore(), resolver=resolver).tool_calls
     done = run(
-        bridge.call(
+        pipeline.call(
             "RESTART_AGENT",
             {"reason": "r"},
             _tool(ran),
