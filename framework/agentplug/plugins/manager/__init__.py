@@ -80,11 +80,12 @@ from agentplug.plugins.manager.reports import (
     SyncReport,
     UnknownPluginError,
 )
-from agentplug.plugins.manager.runner import _Runner as _Runner  # tests patch _Runner.run
+from agentplug.plugins.manager.runner import CommandRunner
 
 __all__ = [
     "DEFAULT_STATE_DIR",
     "RECORD_FILE",
+    "CommandRunner",
     "CoreStatus",
     "EjectReport",
     "EjectedPlugin",

@@ -27,7 +27,7 @@ from agentplug.plugins.ejected import (
 )
 from agentplug.plugins.manager.locking import _FileLock
 from agentplug.plugins.manager.reports import PluginManagerError
-from agentplug.plugins.manager.runner import _Runner
+from agentplug.plugins.manager.runner import CommandRunner
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
@@ -56,7 +56,7 @@ class _ManagerBase:
         self.state_dir = resolve_state_dir(host, state_dir or self.settings.state_dir)
         self.core_distribution = core_distribution
         self.core_module = core_module or core_distribution.replace("-", "_")
-        self._runner = _Runner(self.settings.timeout_s)
+        self._runner = CommandRunner(self.settings.timeout_s)
         self._locks: dict[str, asyncio.Lock] = {}
 
     # -- paths ------------------------------------------------------------------------
