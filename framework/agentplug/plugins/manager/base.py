@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from packaging.utils import canonicalize_name
 
 from agentplug.plugins.ejected import (
-    _ID,
     CORE_DISTRIBUTION,
+    PLUGIN_ID_PATTERN,
     RECORD_FILE,
     PluginSettings,
     UpstreamRecord,
-    _core_root,
-    _plugins_root,
-    _read_record,
+    core_root,
     plugin_settings,
+    plugins_root,
+    read_record,
     resolve_state_dir,
 )
 from agentplug.plugins.manager.locking import _FileLock
@@ -64,12 +64,12 @@ class _ManagerBase:
     @property
     def plugins_dir(self) -> Path:
         """``<state_dir>/plugins``: one ejected working copy per plugin id."""
-        return _plugins_root(self.state_dir)
+        return plugins_root(self.state_dir)
 
     @property
     def core_dir(self) -> Path:
         """``<state_dir>/core/<distribution>``: the ejected agentplug core."""
-        return _core_root(self.state_dir) / canonicalize_name(self.core_distribution)
+        return core_root(self.state_dir) / canonicalize_name(self.core_distribution)
 
     def ejected_path(self, plugin_id: str) -> Path:
         """Where ``plugin_id`` is (or would be) ejected."""
@@ -82,7 +82,7 @@ class _ManagerBase:
 
     @staticmethod
     def _check_id(plugin_id: str) -> str:
-        if not isinstance(plugin_id, str) or not _ID.match(plugin_id):
+        if not isinstance(plugin_id, str) or not PLUGIN_ID_PATTERN.match(plugin_id):
             raise PluginManagerError(
                 f"invalid plugin id {plugin_id!r}: use letters, digits, '.', '_' and '-' "
                 "(the id `agentplug plugins` lists)"
@@ -126,7 +126,7 @@ class _ManagerBase:
             exclude.write_text(existing + "\n" + "\n".join(missing) + "\n", "utf-8")
 
     def _require_ejected(self, plugin_id: str, folder: Path) -> UpstreamRecord:
-        record = _read_record(folder)
+        record = read_record(folder)
         if not folder.is_dir() or record is None:
             what = "agentplug core" if plugin_id == self.core_distribution else "plugin"
             raise PluginManagerError(

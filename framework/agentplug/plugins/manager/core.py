@@ -9,7 +9,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from agentplug.plugins.ejected import _read_record
+from agentplug.plugins.ejected import read_record
 from agentplug.plugins.manager.checks import TreeCheck
 from agentplug.plugins.manager.distributions import _Dist
 from agentplug.plugins.manager.eject import _EjectMixin
@@ -74,7 +74,7 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
             location = Path(spec.origin).resolve().parent
         installed_commit = self._installed_commit(found) if found else None
         folder = self.core_dir
-        record = _read_record(folder) if folder.is_dir() else None
+        record = read_record(folder) if folder.is_dir() else None
         ejected = None if record is None else self._describe(folder.name, folder)
         running_ejected = bool(
             record is not None and location is not None and location.is_relative_to(folder)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentplug.plugins.ejected import _read_record
+from agentplug.plugins.ejected import read_record
 from agentplug.plugins.manager.base import _ManagerBase
 from agentplug.plugins.manager.reports import EjectedPlugin
 
@@ -25,7 +25,7 @@ class _ListingMixin(_ManagerBase):
         return found
 
     def _describe(self, name: str, folder: Path) -> EjectedPlugin:
-        record = _read_record(folder)
+        record = read_record(folder)
         git = self._runner.git
         branch = git(folder, "rev-parse", "--abbrev-ref", "HEAD", check=False).stdout.strip()
         head = git(folder, "rev-parse", "HEAD", check=False).stdout.strip()

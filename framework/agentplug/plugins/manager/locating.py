@@ -8,12 +8,12 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from agentplug.plugins.ejected import CORE_DISTRIBUTION, _core_root, _roots_of
+from agentplug.plugins.ejected import CORE_DISTRIBUTION, core_root, import_roots_of
 
 
 def core_import_roots(state_dir: str | Path, distribution: str = CORE_DISTRIBUTION) -> list[Path]:
     """Import roots of an ejected agentplug core (``[]`` when not ejected)."""
-    return _roots_of(_core_root(Path(state_dir)) / canonicalize_name(distribution))
+    return import_roots_of(core_root(Path(state_dir)) / canonicalize_name(distribution))
 
 
 def source_fingerprint(folder: Path) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from agentplug.plugins.ejected import UpstreamRecord, _read_record
+from agentplug.plugins.ejected import UpstreamRecord, read_record
 from agentplug.plugins.manager.archives import _sdist_version
 from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
 from agentplug.plugins.manager.reports import SyncReport
@@ -64,7 +64,7 @@ class _SyncMixin(_SourcesMixin, _ChecksMixin):
                 git(folder, "update-ref", f"refs/heads/{record.upstream_branch}", fetched)
         else:
             self._sync_sdist(record, folder, check)
-            record = _read_record(folder) or record  # the import records the new version
+            record = read_record(folder) or record  # the import records the new version
         upstream = git(folder, "rev-parse", record.upstream_branch).stdout.strip()
         committed = False
         if git(folder, "status", "--porcelain").stdout.strip():
