@@ -11,7 +11,7 @@ from packaging.utils import canonicalize_name
 
 from agentplug.plugins.ejected import read_record
 from agentplug.plugins.manager.checks import TreeCheck
-from agentplug.plugins.manager.distributions import _Dist
+from agentplug.plugins.manager.distributions import InstalledDistribution
 from agentplug.plugins.manager.eject import _EjectMixin
 from agentplug.plugins.manager.listing import _ListingMixin
 from agentplug.plugins.manager.reinject import _ReinjectMixin
@@ -22,7 +22,7 @@ from agentplug.plugins.manager.reports import (
     ReinjectReport,
     SyncReport,
 )
-from agentplug.plugins.manager.sources import _path_from_url
+from agentplug.plugins.manager.sources import path_from_url
 from agentplug.plugins.manager.sync import _SyncMixin
 
 
@@ -100,11 +100,11 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
             restart_required=(record is not None) != running_ejected,
         )
 
-    def _installed_commit(self, found: _Dist) -> str | None:
+    def _installed_commit(self, found: InstalledDistribution) -> str | None:
         source = self._resolve_source(found)
         if source.commit:
             return source.commit
-        path = _path_from_url(source.url) if source.kind == "git" and source.url else None
+        path = path_from_url(source.url) if source.kind == "git" and source.url else None
         if path is not None and path.is_dir():
             probe = self._runner.git(path, "rev-parse", "HEAD", check=False)
             return probe.stdout.strip() or None

@@ -9,11 +9,11 @@ import tempfile
 from pathlib import Path
 
 from agentplug.plugins.ejected import LOCAL_BRANCH, UpstreamRecord
-from agentplug.plugins.manager.archives import _import_roots
+from agentplug.plugins.manager.archives import find_import_roots
 from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
-from agentplug.plugins.manager.distributions import _Dist, _DistributionsMixin
+from agentplug.plugins.manager.distributions import InstalledDistribution, _DistributionsMixin
 from agentplug.plugins.manager.reports import EjectReport, PluginManagerError
-from agentplug.plugins.manager.sources import _Source, _SourcesMixin
+from agentplug.plugins.manager.sources import UpstreamSource, _SourcesMixin
 
 log = logging.getLogger("agentplug.plugins")
 
@@ -45,7 +45,12 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
         return self._eject_into(plugin_id, found, final, False, check)
 
     def _eject_into(
-        self, plugin_id: str, found: _Dist, final: Path, core: bool, check: TreeCheck
+        self,
+        plugin_id: str,
+        found: InstalledDistribution,
+        final: Path,
+        core: bool,
+        check: TreeCheck,
     ) -> EjectReport:
         final.parent.mkdir(parents=True, exist_ok=True)
         # Leftovers of an interrupted eject/reinject of this id (we hold its lock).
@@ -64,7 +69,7 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
                 except PluginManagerError as exc:  # a project page, not a repository
                     log.info("%s is not clonable (%s); using the sdist", source.url, exc)
                     shutil.rmtree(work, ignore_errors=True)
-                    source = _Source("sdist")
+                    source = UpstreamSource("sdist")
             elif source.kind == "git":
                 commit = self._clone(source, found, work)
             if source.kind == "git":
@@ -82,7 +87,7 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
                 commit=commit,
                 ref=ref,
                 top_level=top_level,
-                import_roots=_import_roots(work, top_level, source.subdirectory),
+                import_roots=find_import_roots(work, top_level, source.subdirectory),
                 core=core,
             )
             check(work, found.name, found.version, url, None)  # before it can load

@@ -14,14 +14,18 @@ from typing import TYPE_CHECKING, Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from agentplug.plugins.manager.archives import _norm_version, _Prepared, _prepared
+from agentplug.plugins.manager.archives import (
+    PreparedDistribution,
+    normalize_version,
+    prepare_downloads,
+)
 from agentplug.plugins.manager.checks import _ChecksMixin
 from agentplug.plugins.manager.reports import (
     InspectedDistribution,
     InstallReport,
     PluginManagerError,
 )
-from agentplug.plugins.manager.sources import _path_from_url
+from agentplug.plugins.manager.sources import path_from_url
 
 if TYPE_CHECKING:
     from agentplug.services.install import InstallDecision
@@ -64,7 +68,7 @@ class _InstallMixin(_ChecksMixin):
                 downloads = work / "downloads"
                 downloads.mkdir()
                 files = await asyncio.to_thread(self._download_all, str(requirement), downloads)
-                prepared = _prepared(files, wanted, str(requirement))
+                prepared = prepare_downloads(files, wanted, str(requirement))
                 root = prepared[0]
                 if not self.settings.target and len(prepared) > 1:
                     # Installing into the environment: only what pip would add there
@@ -182,17 +186,17 @@ class _InstallMixin(_ChecksMixin):
             needed: set[tuple[str, str | None]] = set()
             for item in items:
                 url = str(item["download_info"]["url"])
-                where = _path_from_url(url)
+                where = path_from_url(url)
                 if where is None or where.resolve().parent != root.parent.resolve():
                     raise PluginManagerError(f"pip would install {url}, which was not downloaded")
                 meta = item["metadata"]
-                needed.add((canonicalize_name(meta["name"]), _norm_version(meta["version"])))
+                needed.add((canonicalize_name(meta["name"]), normalize_version(meta["version"])))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise PluginManagerError(f"cannot read pip's install plan: {exc}") from None
         return needed
 
     async def _check(
-        self, item: _Prepared, requested_by: str | None, dependency_of: str | None
+        self, item: PreparedDistribution, requested_by: str | None, dependency_of: str | None
     ) -> InstallDecision:
         from agentplug.services.install import check_install
 

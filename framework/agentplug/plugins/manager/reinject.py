@@ -9,7 +9,7 @@ from pathlib import Path
 
 from agentplug.plugins.ejected import activate_ejected_source
 from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
-from agentplug.plugins.manager.distributions import _Dist, _DistributionsMixin
+from agentplug.plugins.manager.distributions import InstalledDistribution, _DistributionsMixin
 from agentplug.plugins.manager.reports import ReinjectReport
 
 log = logging.getLogger("agentplug.plugins")
@@ -35,7 +35,7 @@ class _ReinjectMixin(_DistributionsMixin, _ChecksMixin):
         return report
 
     def _remove(
-        self, plugin_id: str, folder: Path, check: TreeCheck, found: _Dist | None
+        self, plugin_id: str, folder: Path, check: TreeCheck, found: InstalledDistribution | None
     ) -> ReinjectReport:
         self._require_ejected(plugin_id, folder)
         installed = found or self.find_plugin(plugin_id)

@@ -13,10 +13,12 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
 from agentplug.plugins.ejected import LOCAL_BRANCH, UPSTREAM_BRANCH
-from agentplug.plugins.manager.archives import _extract
+from agentplug.plugins.manager.archives import extract_archive
 from agentplug.plugins.manager.base import _ManagerBase
-from agentplug.plugins.manager.distributions import _Dist
+from agentplug.plugins.manager.distributions import InstalledDistribution
 from agentplug.plugins.manager.reports import PluginManagerError
+
+__all__ = ["UpstreamSource", "path_from_url"]
 
 _SOURCE_LABELS = ("source", "repository", "source code", "code", "git")
 _GIT_URL = re.compile(r"^(git\+\w+://|git://|ssh://|[\w.-]+@[\w.-]+:)")
@@ -26,7 +28,9 @@ _GIT_HOSTS = re.compile(
 
 
 @dataclass(frozen=True)
-class _Source:
+class UpstreamSource:
+    """Where a distribution's source comes from: a git repository or its sdist."""
+
     kind: Literal["git", "sdist"]
     url: str | None = None
     commit: str | None = None
@@ -36,7 +40,8 @@ class _Source:
     """From ``Project-URL`` metadata: fall back to the sdist when it cannot be cloned."""
 
 
-def _path_from_url(url: str) -> Path | None:
+def path_from_url(url: str) -> Path | None:
+    """The local path a ``file://`` URL or a plain path names (``None``: not local)."""
     if url.startswith("file://"):
         return Path(unquote(urlparse(url).path))
     if url.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", url):
@@ -76,7 +81,7 @@ class _SourcesMixin(_ManagerBase):
             )
         return found[0]
 
-    def _resolve_source(self, found: _Dist) -> _Source:
+    def _resolve_source(self, found: InstalledDistribution) -> UpstreamSource:
         raw = found.text("direct_url.json")
         direct: dict[str, Any] = {}
         if raw:
@@ -86,7 +91,7 @@ class _SourcesMixin(_ManagerBase):
         if isinstance(vcs, dict) and vcs.get("vcs") == "git" and direct.get("url"):
             url = str(direct["url"])
             url = url[4:] if url.startswith("git+") else url
-            return _Source(
+            return UpstreamSource(
                 "git",
                 url,
                 vcs.get("commit_id"),
@@ -94,30 +99,32 @@ class _SourcesMixin(_ManagerBase):
                 direct.get("subdirectory") or None,
             )
         if isinstance(direct, dict) and "dir_info" in direct and direct.get("url"):
-            path = _path_from_url(str(direct["url"]))
+            path = path_from_url(str(direct["url"]))
             if path is not None and path.is_dir():
                 top = self._runner.git(path, "rev-parse", "--show-toplevel", check=False)
                 if top.returncode == 0 and top.stdout.strip():
                     root = Path(top.stdout.strip()).resolve()
                     sub = path.resolve().relative_to(root).as_posix()
-                    return _Source("git", str(root), subdirectory=None if sub == "." else sub)
+                    return UpstreamSource(
+                        "git", str(root), subdirectory=None if sub == "." else sub
+                    )
         for entry in found.dist.metadata.get_all("Project-URL") or []:
             label, _, url = str(entry).partition(",")
             url = url.strip()
             if label.strip().lower() not in _SOURCE_LABELS or not url:
                 continue
-            path = _path_from_url(url)
+            path = path_from_url(url)
             if path is not None:
                 if path.is_dir() and _is_git_worktree(path):
-                    return _Source("git", str(path))
+                    return UpstreamSource("git", str(path))
                 continue
             if _looks_like_git(url):
-                return _Source("git", url.removeprefix("git+"))
+                return UpstreamSource("git", url.removeprefix("git+"))
             if url.startswith(("http://", "https://")):
-                return _Source("git", url, guessed=True)
-        return _Source("sdist")
+                return UpstreamSource("git", url, guessed=True)
+        return UpstreamSource("sdist")
 
-    def _clone(self, source: _Source, found: _Dist, work: Path) -> str:
+    def _clone(self, source: UpstreamSource, found: InstalledDistribution, work: Path) -> str:
         assert source.url is not None
         git = self._runner.git
         git(work.parent, "clone", "--quiet", "--no-checkout", source.url, str(work))
@@ -149,7 +156,7 @@ class _SourcesMixin(_ManagerBase):
         ref = probe.stdout.strip()
         return ref.removeprefix("refs/remotes/origin/") if probe.returncode == 0 and ref else None
 
-    def _import_sdist(self, found: _Dist, temp: Path, work: Path) -> str:
+    def _import_sdist(self, found: InstalledDistribution, temp: Path, work: Path) -> str:
         spec = f"{found.name}=={found.version}" if found.version else found.name
         tree = self._fetch_sdist_tree(spec, temp)
         git = self._runner.git
@@ -173,6 +180,6 @@ class _SourcesMixin(_ManagerBase):
                 f"could not be downloaded ({exc})"
             ) from None
         unpacked = temp / "unpacked"
-        _extract(archive, unpacked)
+        extract_archive(archive, unpacked)
         entries = [p for p in unpacked.iterdir()]
         return entries[0] if len(entries) == 1 and entries[0].is_dir() else unpacked

@@ -13,7 +13,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from agentplug.plugins.ejected import UpstreamRecord, read_record
-from agentplug.plugins.manager.archives import _sdist_version
+from agentplug.plugins.manager.archives import sdist_version
 from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
 from agentplug.plugins.manager.reports import SyncReport
 from agentplug.plugins.manager.sources import _SourcesMixin
@@ -148,7 +148,7 @@ class _SyncMixin(_SourcesMixin, _ChecksMixin):
         temp = Path(tempfile.mkdtemp(prefix="agentplug-sync-"))
         try:
             tree = self._fetch_sdist_tree(record.distribution, temp)
-            version = _sdist_version(temp / "sdist") or None
+            version = sdist_version(temp / "sdist") or None
             if version and record.version:
                 with contextlib.suppress(InvalidVersion):
                     if Version(version) <= Version(record.version):
