@@ -13,7 +13,7 @@ from agentplug.plugins.ejected import read_record
 from agentplug.plugins.manager.checks import TreeCheck
 from agentplug.plugins.manager.distributions import InstalledDistribution
 from agentplug.plugins.manager.eject import _EjectMixin
-from agentplug.plugins.manager.listing import _ListingMixin
+from agentplug.plugins.manager.locating import path_from_url
 from agentplug.plugins.manager.reinject import _ReinjectMixin
 from agentplug.plugins.manager.reports import (
     CoreStatus,
@@ -22,19 +22,18 @@ from agentplug.plugins.manager.reports import (
     ReinjectReport,
     SyncReport,
 )
-from agentplug.plugins.manager.sources import path_from_url
 from agentplug.plugins.manager.sync import _SyncMixin
 
 
-class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
+class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin):
     """``eject_core``, ``sync_core``, ``reinject_core`` and ``core_status``."""
 
     async def eject_core(self, *, requested_by: str | None = None) -> EjectReport:
         """Put agentplug's own source under ``<state_dir>/core/agentplug`` (git), through
         the install checks like :meth:`eject`."""
         name = canonicalize_name(self.core_distribution)
-        check = self._tree_check("eject", name, requested_by)
-        return await self._locked("core", self._eject_core, check)
+        check = self._checks.tree_check("eject", name, requested_by)
+        return await self._locks.run_locked("core", self._eject_core, check)
 
     def _eject_core(self, check: TreeCheck) -> EjectReport:
         final = self.core_dir
@@ -43,7 +42,7 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
                 f"{self.core_distribution} is already ejected at {final}; sync it "
                 "(SYNC_CORE) or reinject it first (REINJECT_CORE)"
             )
-        found = self._find_distribution(self.core_distribution)
+        found = self._distributions.find(self.core_distribution)
         if found is None:
             raise PluginManagerError(f"distribution {self.core_distribution!r} is not installed")
         name = canonicalize_name(self.core_distribution)
@@ -52,20 +51,20 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
     async def sync_core(self, *, requested_by: str | None = None) -> SyncReport:
         """Fetch and merge upstream into the ejected core (upstream checked first)."""
         name = canonicalize_name(self.core_distribution)
-        check = self._tree_check("sync", name, requested_by)
-        return await self._locked("core", self._sync_folder, name, self.core_dir, check)
+        check = self._checks.tree_check("sync", name, requested_by)
+        return await self._locks.run_locked("core", self._sync_folder, name, self.core_dir, check)
 
     async def reinject_core(self, *, requested_by: str | None = None) -> ReinjectReport:
         """Remove the ejected core so the installed package runs again (that package is
         checked first)."""
         name = canonicalize_name(self.core_distribution)
-        check = self._tree_check("reinject", name, requested_by)
-        found = self._find_distribution(self.core_distribution)
-        return await self._locked("core", self._remove, name, self.core_dir, check, found)
+        check = self._checks.tree_check("reinject", name, requested_by)
+        found = self._distributions.find(self.core_distribution)
+        return await self._locks.run_locked("core", self._remove, name, self.core_dir, check, found)
 
     def core_status(self) -> CoreStatus:
         """Whether agentplug runs from the installed package or an ejected source."""
-        found = self._find_distribution(self.core_distribution)
+        found = self._distributions.find(self.core_distribution)
         module = sys.modules.get(self.core_module)
         location: Path | None = None
         if module is not None and getattr(module, "__file__", None):
@@ -75,7 +74,7 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
         installed_commit = self._installed_commit(found) if found else None
         folder = self.core_dir
         record = read_record(folder) if folder.is_dir() else None
-        ejected = None if record is None else self._describe(folder.name, folder)
+        ejected = None if record is None else self._copies.describe(folder.name, folder)
         running_ejected = bool(
             record is not None and location is not None and location.is_relative_to(folder)
         )
@@ -101,7 +100,7 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
         )
 
     def _installed_commit(self, found: InstalledDistribution) -> str | None:
-        source = self._resolve_source(found)
+        source = self._sources.resolve(found)
         if source.commit:
             return source.commit
         path = path_from_url(source.url) if source.kind == "git" and source.url else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,10 +10,9 @@ from typing import Any
 import importlib_metadata
 from packaging.utils import canonicalize_name
 
-from agentplug.plugins.manager.base import _ManagerBase
 from agentplug.plugins.manager.reports import PluginManagerError, UnknownPluginError
 
-__all__ = ["InstalledDistribution"]
+__all__ = ["Distributions", "InstalledDistribution"]
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,18 @@ class InstalledDistribution:
         return sorted(dict.fromkeys(n for n in names if n.isidentifier()))
 
 
-class _DistributionsMixin(_ManagerBase):
-    """Look up installed distributions (on ``sys.path`` and the install target)."""
+class Distributions:
+    """Looks up installed distributions on ``sys.path`` and, first, the install target
+    (``actions.plugins.target``) when there is one."""
+
+    def __init__(self, target: str | None) -> None:
+        self.target = target
+
+    def search_path(self) -> list[str]:
+        """Where to look: the install target (when set), then ``sys.path`` as it is now."""
+        if self.target:
+            return [str(Path(self.target).resolve()), *sys.path]
+        return list(sys.path)
 
     def find_plugin(self, plugin_id: str) -> InstalledDistribution | None:
         """The installed distribution providing plugin ``plugin_id`` (entry point of group
@@ -66,7 +76,7 @@ class _DistributionsMixin(_ManagerBase):
         wanted = canonicalize_name(plugin_id)
         by_entry: list[InstalledDistribution] = []
         by_name: list[InstalledDistribution] = []
-        for dist in importlib_metadata.distributions(path=self._search_path()):
+        for dist in importlib_metadata.distributions(path=self.search_path()):
             name = dist.metadata["Name"] if dist.metadata else None
             if not name:
                 continue
@@ -85,12 +95,12 @@ class _DistributionsMixin(_ManagerBase):
                 return (installed or group)[0]
         return None
 
-    def _find_distribution(self, name: str) -> InstalledDistribution | None:
+    def find(self, name: str) -> InstalledDistribution | None:
         """The installed distribution ``name``; an installer's ``.dist-info`` wins over a
         build's ``.egg-info`` left in a source folder that is also on ``sys.path``."""
         wanted = canonicalize_name(name)
         matches: list[InstalledDistribution] = []
-        for dist in importlib_metadata.distributions(path=self._search_path()):
+        for dist in importlib_metadata.distributions(path=self.search_path()):
             dname = dist.metadata["Name"] if dist.metadata else None
             if dname and canonicalize_name(dname) == wanted:
                 matches.append(InstalledDistribution(dname, dist.version, dist))
@@ -98,20 +108,23 @@ class _DistributionsMixin(_ManagerBase):
         chosen = installed or matches
         return chosen[0] if chosen else None
 
-    def _installed_plugin_ids(self) -> list[str]:
+    def installed_plugin_ids(self) -> list[str]:
+        """Every plugin id an installed distribution declares (entry-point group
+        ``agentplug``), sorted."""
         from agentplug.core.loader import ENTRY_POINT_GROUP
 
         return sorted(
             {
                 ep.name
-                for dist in importlib_metadata.distributions(path=self._search_path())
+                for dist in importlib_metadata.distributions(path=self.search_path())
                 for ep in dist.entry_points
                 if ep.group == ENTRY_POINT_GROUP
             }
         )
 
-    def _unknown(self, plugin_id: str) -> PluginManagerError:
-        known = self._installed_plugin_ids()
+    def unknown(self, plugin_id: str) -> PluginManagerError:
+        """The error for an id no installed plugin has (it lists the ids that exist)."""
+        known = self.installed_plugin_ids()
         listing = ", ".join(known[:20]) if known else "none"
         return UnknownPluginError(
             f"no installed plugin {plugin_id!r} (installed plugin ids: {listing}); "

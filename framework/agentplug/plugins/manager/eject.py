@@ -10,15 +10,17 @@ from pathlib import Path
 
 from agentplug.plugins.ejected import LOCAL_BRANCH, UpstreamRecord
 from agentplug.plugins.manager.archives import find_import_roots
-from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
-from agentplug.plugins.manager.distributions import InstalledDistribution, _DistributionsMixin
+from agentplug.plugins.manager.base import _ManagerBase
+from agentplug.plugins.manager.checks import TreeCheck
+from agentplug.plugins.manager.distributions import InstalledDistribution
 from agentplug.plugins.manager.reports import EjectReport, PluginManagerError
-from agentplug.plugins.manager.sources import UpstreamSource, _SourcesMixin
+from agentplug.plugins.manager.sources import UpstreamSource
+from agentplug.plugins.manager.working_copies import check_plugin_id, write_record
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
+class _EjectMixin(_ManagerBase):
     """:meth:`eject` (and the ejection itself, shared with the core)."""
 
     async def eject(self, plugin_id: str, *, requested_by: str | None = None) -> EjectReport:
@@ -28,9 +30,11 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
         then ``before_install``) before it is moved into place; a block raises
         :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and leaves nothing.
         """
-        self._check_id(plugin_id)
-        check = self._tree_check("eject", plugin_id, requested_by)
-        return await self._locked(f"plugin-{plugin_id}", self._eject_plugin, plugin_id, check)
+        check_plugin_id(plugin_id)
+        check = self._checks.tree_check("eject", plugin_id, requested_by)
+        return await self._locks.run_locked(
+            f"plugin-{plugin_id}", self._eject_plugin, plugin_id, check
+        )
 
     def _eject_plugin(self, plugin_id: str, check: TreeCheck) -> EjectReport:
         final = self.ejected_path(plugin_id)
@@ -39,9 +43,9 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
                 f"plugin {plugin_id!r} is already ejected at {final}; sync it "
                 "(SYNC_PLUGIN) or reinject it first (REINJECT_PLUGIN)"
             )
-        found = self.find_plugin(plugin_id)
+        found = self._distributions.find_plugin(plugin_id)
         if found is None:
-            raise self._unknown(plugin_id)
+            raise self._distributions.unknown(plugin_id)
         return self._eject_into(plugin_id, found, final, False, check)
 
     def _eject_into(
@@ -62,20 +66,20 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
         temp = Path(tempfile.mkdtemp(prefix=f".eject-{plugin_id}-", dir=final.parent))
         try:
             work = temp / "work"
-            source = self._resolve_source(found)
+            source = self._sources.resolve(found)
             if source.kind == "git" and source.guessed:
                 try:
-                    commit = self._clone(source, found, work)
+                    commit = self._sources.clone(source, found, work)
                 except PluginManagerError as exc:  # a project page, not a repository
                     log.info("%s is not clonable (%s); using the sdist", source.url, exc)
                     shutil.rmtree(work, ignore_errors=True)
                     source = UpstreamSource("sdist")
             elif source.kind == "git":
-                commit = self._clone(source, found, work)
+                commit = self._sources.clone(source, found, work)
             if source.kind == "git":
-                url, ref = source.url, source.ref or self._remote_default_branch(work)
+                url, ref = source.url, source.ref or self._sources.remote_default_branch(work)
             else:
-                commit = self._import_sdist(found, temp, work)
+                commit = self._sources.import_sdist(found, temp, work)
                 url, ref = self.settings.source_label, None
             top_level = found.top_level()
             record = UpstreamRecord(
@@ -91,7 +95,7 @@ class _EjectMixin(_SourcesMixin, _DistributionsMixin, _ChecksMixin):
                 core=core,
             )
             check(work, found.name, found.version, url, None)  # before it can load
-            self._write_record(work, record)
+            write_record(work, record)
             os.rename(work, final)  # atomic: the folder appears complete or not at all
         finally:
             shutil.rmtree(temp, ignore_errors=True)

@@ -8,14 +8,16 @@ import shutil
 from pathlib import Path
 
 from agentplug.plugins.ejected import activate_ejected_source
-from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
-from agentplug.plugins.manager.distributions import InstalledDistribution, _DistributionsMixin
+from agentplug.plugins.manager.base import _ManagerBase
+from agentplug.plugins.manager.checks import TreeCheck
+from agentplug.plugins.manager.distributions import InstalledDistribution
 from agentplug.plugins.manager.reports import ReinjectReport
+from agentplug.plugins.manager.working_copies import check_plugin_id
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _ReinjectMixin(_DistributionsMixin, _ChecksMixin):
+class _ReinjectMixin(_ManagerBase):
     """:meth:`reinject` (and the removal itself, shared with the core)."""
 
     async def reinject(self, plugin_id: str, *, requested_by: str | None = None) -> ReinjectReport:
@@ -25,10 +27,10 @@ class _ReinjectMixin(_DistributionsMixin, _ChecksMixin):
         first; a block raises
         :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and keeps the copy.
         """
-        self._check_id(plugin_id)
+        check_plugin_id(plugin_id)
         folder = self.ejected_path(plugin_id)
-        check = self._tree_check("reinject", plugin_id, requested_by)
-        report = await self._locked(
+        check = self._checks.tree_check("reinject", plugin_id, requested_by)
+        report = await self._locks.run_locked(
             f"plugin-{plugin_id}", self._remove, plugin_id, folder, check, None
         )
         activate_ejected_source(self.state_dir, plugin_id)  # drop it from sys.path
@@ -37,8 +39,8 @@ class _ReinjectMixin(_DistributionsMixin, _ChecksMixin):
     def _remove(
         self, plugin_id: str, folder: Path, check: TreeCheck, found: InstalledDistribution | None
     ) -> ReinjectReport:
-        self._require_ejected(plugin_id, folder)
-        installed = found or self.find_plugin(plugin_id)
+        self._copies.require(plugin_id, folder)
+        installed = found or self._distributions.find_plugin(plugin_id)
         if installed is not None:  # what loads once the copy is gone
             files = [str(f) for f in installed.dist.files or []]
             where = Path(str(installed.dist.locate_file("")))
