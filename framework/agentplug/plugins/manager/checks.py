@@ -65,18 +65,18 @@ class InstallChecks:
     fails closed)."""
 
     def __init__(self, host: PluginHost | None, source_label: str) -> None:
-        self.host = host
-        self.source_label = source_label
+        self._host = host
+        self._source_label = source_label
 
     def require_host(self) -> PluginHost:
         """The host whose checks decide; without one, nothing may be changed."""
-        if self.host is None:  # fail closed: no host, no install checks, no change
+        if self._host is None:  # fail closed: no host, no install checks, no change
             raise PluginManagerError(
                 "installing, ejecting, syncing or reinjecting needs a host: the install "
                 "policy and before_install plugins must check the code first "
                 "(PluginManager(host, ...))"
             )
-        return self.host
+        return self._host
 
     def tree_check(
         self, operation: Operation, plugin_id: str, requested_by: str | None
@@ -123,7 +123,7 @@ class InstallChecks:
         from agentplug.services.install import check_install
 
         host = self.require_host()
-        source = self.source_label
+        source = self._source_label
         event = {
             "kind": "plugin",
             "operation": "install",

@@ -57,12 +57,12 @@ class Distributions:
     (``actions.plugins.target``) when there is one."""
 
     def __init__(self, target: str | None) -> None:
-        self.target = target
+        self._target = target
 
     def search_path(self) -> list[str]:
         """Where to look: the install target (when set), then ``sys.path`` as it is now."""
-        if self.target:
-            return [str(Path(self.target).resolve()), *sys.path]
+        if self._target:
+            return [str(Path(self._target).resolve()), *sys.path]
         return list(sys.path)
 
     def find_plugin(self, plugin_id: str) -> InstalledDistribution | None:

@@ -13,30 +13,40 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from agentplug.plugins.manager.archives import prepare_downloads
-from agentplug.plugins.manager.base import _ManagerBase
+from agentplug.plugins.manager.checks import InstallChecks
+from agentplug.plugins.manager.locking import OperationLocks
+from agentplug.plugins.manager.pip_commands import PipCommands
 from agentplug.plugins.manager.reports import (
     InspectedDistribution,
     InstallReport,
     PluginManagerError,
 )
 
+__all__ = ["Installer"]
+
 log = logging.getLogger("agentplug.plugins")
 
 
-class _InstallMixin(_ManagerBase):
-    """:meth:`install` and its pip steps (download, dry run, offline install)."""
+class Installer:
+    """Installs a package: download it (and its dependencies), check every downloaded
+    file, then install exactly those files, offline. ``target`` is the install folder
+    (``None``: the environment, where only what pip would add is checked and installed)."""
+
+    def __init__(
+        self,
+        pip: PipCommands,
+        checks: InstallChecks,
+        locks: OperationLocks,
+        target: str | None,
+    ) -> None:
+        self._pip = pip
+        self._checks = checks
+        self._locks = locks
+        self._target = target
 
     async def install(self, spec: str, *, requested_by: str | None = None) -> InstallReport:
-        """Download ``spec`` and its dependencies, let ``check_install`` inspect every
-        downloaded distribution, then install exactly those files, offline.
-
-        ``spec`` is a requirement such as ``my-plugin`` or ``my-plugin==1.2`` (no URLs or
-        paths: packages come from the configured index / find-links). Dependencies are
-        downloaded and checked too when ``actions.plugins.install_dependencies`` is true.
-        Returns a report; a blocked install has ``installed=False``, ``blocked_by``/
-        ``reason`` set and ``blocked_distribution`` naming the package (the requested one
-        or a dependency) whose check failed; nothing is installed then.
-        """
+        """Install ``spec`` (see :meth:`PluginManager.install
+        <agentplug.plugins.manager.PluginManager.install>`)."""
         try:
             requirement = Requirement(spec.strip())
         except InvalidRequirement as exc:
@@ -59,7 +69,7 @@ class _InstallMixin(_ManagerBase):
                 files = await asyncio.to_thread(self._pip.download_all, str(requirement), downloads)
                 prepared = prepare_downloads(files, wanted, str(requirement))
                 root = prepared[0]
-                if not self.settings.target and len(prepared) > 1:
+                if not self._target and len(prepared) > 1:
                     # Installing into the environment: only what pip would add there
                     # (dependencies already satisfied stay as they are).
                     needed = await asyncio.to_thread(self._pip.needed, work, root.path)

@@ -21,7 +21,7 @@ class OperationLocks:
     processes that share ``state_dir``."""
 
     def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
+        self._state_dir = state_dir
         self._locks: dict[str, asyncio.Lock] = {}
 
     @contextlib.asynccontextmanager
@@ -31,7 +31,7 @@ class OperationLocks:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             safe = re.sub(r"[^A-Za-z0-9._-]", "_", key)
-            file_lock = _FileLock(self.state_dir / "locks" / f"{safe}.lock")
+            file_lock = _FileLock(self._state_dir / "locks" / f"{safe}.lock")
             await asyncio.to_thread(file_lock.acquire)
             try:
                 yield

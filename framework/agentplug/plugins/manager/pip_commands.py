@@ -24,12 +24,12 @@ class PipCommands:
     index or find-links, build isolation, dependencies, the install target)."""
 
     def __init__(self, settings: PluginSettings, runner: CommandRunner) -> None:
-        self.settings = settings
-        self.runner = runner
+        self._settings = settings
+        self._runner = runner
 
     def command(self) -> list[str]:
         """``<python> -m pip``: the configured interpreter, else this one."""
-        return [self.settings.python or sys.executable, "-m", "pip"]
+        return [self._settings.python or sys.executable, "-m", "pip"]
 
     def download_one(self, spec: str, dest: Path, *, sdist: bool = False) -> Path:
         """``pip download --no-deps`` ``spec`` (its sdist with ``sdist``) into ``dest``;
@@ -37,10 +37,10 @@ class PipCommands:
         cmd = [*self.command(), "download", "--no-deps", "--quiet", "-d", str(dest)]
         if sdist:
             cmd += ["--no-binary", ":all:"]
-        if not self.settings.build_isolation:
+        if not self._settings.build_isolation:
             cmd.append("--no-build-isolation")
-        cmd += [*self.settings.pip_index_args(), spec]
-        self.runner.run(cmd)
+        cmd += [*self._settings.pip_index_args(), spec]
+        self._runner.run(cmd)
         found = sorted(p for p in dest.iterdir() if p.is_file())
         if len(found) != 1:
             raise PluginManagerError(
@@ -51,12 +51,12 @@ class PipCommands:
     def download_all(self, spec: str, dest: Path) -> list[Path]:
         """``pip download`` ``spec`` (and, per ``install_dependencies``, its dependencies)."""
         cmd = [*self.command(), "download", "--quiet", "-d", str(dest)]
-        if not self.settings.install_dependencies:
+        if not self._settings.install_dependencies:
             cmd.append("--no-deps")
-        if not self.settings.build_isolation:
+        if not self._settings.build_isolation:
             cmd.append("--no-build-isolation")
-        cmd += [*self.settings.pip_index_args(), spec]
-        self.runner.run(cmd)
+        cmd += [*self._settings.pip_index_args(), spec]
+        self._runner.run(cmd)
         found = sorted(p for p in dest.iterdir() if p.is_file())
         if not found:
             raise PluginManagerError(f"pip download {spec} produced no files")
@@ -80,9 +80,9 @@ class PipCommands:
         report = work / "resolution.json"
         cmd = [*self.command(), "install", "--dry-run", "--quiet", "--report", str(report)]
         cmd += self.offline(root.parent)
-        if not self.settings.build_isolation:
+        if not self._settings.build_isolation:
             cmd.append("--no-build-isolation")
-        self.runner.run([*cmd, str(root)])
+        self._runner.run([*cmd, str(root)])
         try:
             items = json.loads(report.read_text("utf-8")).get("install") or []
             needed: set[tuple[str, str | None]] = set()
@@ -101,15 +101,15 @@ class PipCommands:
         """Install exactly ``files`` (all inspected) from ``folder``: no index, no other
         find-links, no dependency resolution."""
         cmd = [*self.command(), "install", "--quiet", "--no-deps", *self.offline(folder)]
-        if not self.settings.build_isolation:
+        if not self._settings.build_isolation:
             cmd.append("--no-build-isolation")
-        if self.settings.target:
-            Path(self.settings.target).mkdir(parents=True, exist_ok=True)
-            cmd += ["--upgrade", "--target", self.settings.target]
+        if self._settings.target:
+            Path(self._settings.target).mkdir(parents=True, exist_ok=True)
+            cmd += ["--upgrade", "--target", self._settings.target]
         try:
-            self.runner.run([*cmd, *(str(f) for f in files)])
+            self._runner.run([*cmd, *(str(f) for f in files)])
         except PluginManagerError as exc:
-            if self.settings.build_isolation and any(not f.name.endswith(".whl") for f in files):
+            if self._settings.build_isolation and any(not f.name.endswith(".whl") for f in files):
                 raise PluginManagerError(
                     f"{exc} (source distributions are built offline: put their build "
                     "requirements in actions.plugins.find_links, or set "

@@ -60,8 +60,8 @@ class SourceFetcher:
     cloning the repository, or importing the sdist into a new git repository."""
 
     def __init__(self, runner: CommandRunner, pip: PipCommands) -> None:
-        self.runner = runner
-        self.pip = pip
+        self._runner = runner
+        self._pip = pip
 
     def resolve(self, found: InstalledDistribution) -> UpstreamSource:
         """The upstream of ``found``: the git repository ``direct_url.json`` records, the
@@ -86,7 +86,7 @@ class SourceFetcher:
         if isinstance(direct, dict) and "dir_info" in direct and direct.get("url"):
             path = path_from_url(str(direct["url"]))
             if path is not None and path.is_dir():
-                top = self.runner.git(path, "rev-parse", "--show-toplevel", check=False)
+                top = self._runner.git(path, "rev-parse", "--show-toplevel", check=False)
                 if top.returncode == 0 and top.stdout.strip():
                     root = Path(top.stdout.strip()).resolve()
                     sub = path.resolve().relative_to(root).as_posix()
@@ -114,7 +114,7 @@ class SourceFetcher:
         the installed commit (the recorded one, else the version's tag, else the ref's
         head); returns that commit."""
         assert source.url is not None
-        git = self.runner.git
+        git = self._runner.git
         git(work.parent, "clone", "--quiet", "--no-checkout", source.url, str(work))
         commit = source.commit
         if commit is None and source.ref is None and found.version:
@@ -139,7 +139,7 @@ class SourceFetcher:
 
     def remote_default_branch(self, work: Path) -> str | None:
         """The branch ``origin/HEAD`` of the clone ``work`` points at (``None``: unknown)."""
-        probe = self.runner.git(
+        probe = self._runner.git(
             work, "symbolic-ref", "--quiet", "refs/remotes/origin/HEAD", check=False
         )
         ref = probe.stdout.strip()
@@ -150,7 +150,7 @@ class SourceFetcher:
         ``work`` (branch ``upstream``, then ``main``); returns the commit."""
         spec = f"{found.name}=={found.version}" if found.version else found.name
         tree = self.fetch_sdist_tree(spec, temp)
-        git = self.runner.git
+        git = self._runner.git
         work.mkdir()
         git(work, "init", "--quiet", "-b", UPSTREAM_BRANCH)
         shutil.copytree(tree, work, dirs_exist_ok=True, symlinks=True)
@@ -166,7 +166,7 @@ class SourceFetcher:
         downloads = temp / "sdist"
         downloads.mkdir()
         try:
-            archive = self.pip.download_one(spec, downloads, sdist=True)
+            archive = self._pip.download_one(spec, downloads, sdist=True)
         except PluginManagerError as exc:
             raise PluginManagerError(
                 f"no git repository is recorded for {spec} and its source distribution "

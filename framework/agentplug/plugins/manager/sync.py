@@ -15,33 +15,37 @@ from packaging.version import InvalidVersion, Version
 
 from agentplug.plugins.ejected import UpstreamRecord, read_record
 from agentplug.plugins.manager.archives import sdist_version
-from agentplug.plugins.manager.base import _ManagerBase
 from agentplug.plugins.manager.checks import TreeCheck
 from agentplug.plugins.manager.reports import SyncReport
-from agentplug.plugins.manager.working_copies import check_plugin_id, write_record
+from agentplug.plugins.manager.runner import CommandRunner
+from agentplug.plugins.manager.sources import SourceFetcher
+from agentplug.plugins.manager.working_copies import WorkingCopies, write_record
+
+__all__ = ["Syncer"]
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _SyncMixin(_ManagerBase):
-    """:meth:`sync` (and the merge itself, shared with the core)."""
+class Syncer:
+    """Syncs a working copy with its upstream: fetches it (git, or the newest sdist
+    committed onto the upstream branch), checks it, then merges it into the local branch
+    (a conflict aborts the merge and is reported)."""
 
-    async def sync(self, plugin_id: str, *, requested_by: str | None = None) -> SyncReport:
-        """Fetch upstream and merge it into the ejected copy's local branch.
+    def __init__(
+        self,
+        runner: CommandRunner,
+        copies: WorkingCopies,
+        sources: SourceFetcher,
+        source_label: str,
+    ) -> None:
+        self._runner = runner
+        self._copies = copies
+        self._sources = sources
+        self._source_label = source_label
 
-        The fetched upstream tree goes through the install checks before anything is
-        merged; a block raises
-        :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and leaves the
-        working copy and its branches exactly as they were.
-        """
-        check_plugin_id(plugin_id)
-        folder = self.ejected_path(plugin_id)
-        check = self._checks.tree_check("sync", plugin_id, requested_by)
-        return await self._locks.run_locked(
-            f"plugin-{plugin_id}", self._sync_folder, plugin_id, folder, check
-        )
-
-    def _sync_folder(self, plugin_id: str, folder: Path, check: TreeCheck) -> SyncReport:
+    def sync_folder(self, plugin_id: str, folder: Path, check: TreeCheck) -> SyncReport:
+        """Sync the working copy ``folder`` of ``plugin_id`` (run under its lock, in a
+        thread)."""
         record = self._copies.require(plugin_id, folder)
         git = self._runner.git
         if git(folder, "rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0:
@@ -155,7 +159,7 @@ class _SyncMixin(_ManagerBase):
                 with contextlib.suppress(InvalidVersion):
                     if Version(version) <= Version(record.version):
                         return
-            check(tree, record.distribution, version, self.settings.source_label, None)
+            check(tree, record.distribution, version, self._source_label, None)
             index = temp / "index"
             env = {"GIT_INDEX_FILE": str(index)}
             git_dir = str(folder / ".git")

@@ -51,19 +51,19 @@ class WorkingCopies:
     core (distribution ``core_distribution``)."""
 
     def __init__(self, state_dir: Path, core_distribution: str, runner: CommandRunner) -> None:
-        self.state_dir = state_dir
-        self.core_distribution = core_distribution
-        self.runner = runner
+        self._state_dir = state_dir
+        self._core_distribution = core_distribution
+        self._runner = runner
 
     @property
     def plugins_dir(self) -> Path:
         """``<state_dir>/plugins``: one ejected working copy per plugin id."""
-        return plugins_root(self.state_dir)
+        return plugins_root(self._state_dir)
 
     @property
     def core_dir(self) -> Path:
         """``<state_dir>/core/<distribution>``: the ejected agentplug core."""
-        return core_root(self.state_dir) / canonicalize_name(self.core_distribution)
+        return core_root(self._state_dir) / canonicalize_name(self._core_distribution)
 
     def path_of(self, plugin_id: str) -> Path:
         """Where ``plugin_id`` is (or would be) ejected."""
@@ -73,7 +73,7 @@ class WorkingCopies:
         """The record of the working copy ``folder``; an error when it is not ejected."""
         record = read_record(folder)
         if not folder.is_dir() or record is None:
-            what = "agentplug core" if plugin_id == self.core_distribution else "plugin"
+            what = "agentplug core" if plugin_id == self._core_distribution else "plugin"
             raise PluginManagerError(
                 f"{what} {plugin_id!r} is not ejected (no {folder / RECORD_FILE}); "
                 "eject it first (EJECT_PLUGIN / EJECT_CORE)"
@@ -96,7 +96,7 @@ class WorkingCopies:
         """The working copy ``folder``: its record, branch, head and whether it has
         uncommitted edits."""
         record = read_record(folder)
-        git = self.runner.git
+        git = self._runner.git
         branch = git(folder, "rev-parse", "--abbrev-ref", "HEAD", check=False).stdout.strip()
         head = git(folder, "rev-parse", "HEAD", check=False).stdout.strip()
         dirty = bool(git(folder, "status", "--porcelain", check=False).stdout.strip())
