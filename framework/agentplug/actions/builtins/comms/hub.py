@@ -10,7 +10,7 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from agentplug.actions.builtins._shared import _get_or_register
+from agentplug.actions.builtins._shared import get_or_register
 
 OUTPUT_HUB_SERVICE = "terminal_output"
 
@@ -221,4 +221,4 @@ def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]) -> Non
 
 def output_hub(runtime: object) -> OutputHub:
     """The runtime's ``terminal_output`` hub (created and registered on first use)."""
-    return _get_or_register(runtime, OUTPUT_HUB_SERVICE, OutputHub, OutputHub)
+    return get_or_register(runtime, OUTPUT_HUB_SERVICE, OutputHub, OutputHub)

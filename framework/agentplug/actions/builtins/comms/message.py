@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Protocol, runtime_checkable
 
-from agentplug.actions.builtins._shared import _params, _text_param
+from agentplug.actions.builtins._shared import handler_params, text_param
 from agentplug.actions.model import (
     Action,
     ActionExample,
@@ -42,8 +42,8 @@ _SEND_METHODS = {"user": "send_to_user", "room": "send_to_room"}
 async def _message(
     runtime: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
 ) -> ActionResult:
-    params = _params(options)
-    missing = [n for n in ("text", "targetType", "source", "target") if not _text_param(params, n)]
+    params = handler_params(options)
+    missing = [n for n in ("text", "targetType", "source", "target") if not text_param(params, n)]
     if missing:
         return ActionResult.failure(
             f"Missing required parameter: {missing[0]}. MESSAGE needs text, targetType "

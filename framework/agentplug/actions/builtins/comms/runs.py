@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from agentplug.actions.builtins._shared import _get_or_register, load_settings
+from agentplug.actions.builtins._shared import get_or_register, load_settings
 from agentplug.actions.builtins.comms.hub import OutputHub, output_hub
 from agentplug.actions.builtins.comms.settings import ShellSettings
 from agentplug.actions.handler_output import HandlerOutput
@@ -372,7 +372,7 @@ def terminal_runs(
     its state directory before anything else asks).
     """
     runtime = host.actions
-    return _get_or_register(
+    return get_or_register(
         runtime,
         RUNS_SERVICE,
         TerminalRuns,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentplug.actions.builtins._shared import _params, _text_param
+from agentplug.actions.builtins._shared import handler_params, text_param
 from agentplug.actions.builtins.comms.hub import _RUN_ID
 from agentplug.actions.builtins.comms.runs import (
     TERMINAL_SERVICE,
@@ -59,15 +59,15 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
                 action="SHELL_COMMAND",
                 reason="disabled",
             )
-        params = _params(options)
-        command = _text_param(params, "command")
+        params = handler_params(options)
+        command = text_param(params, "command")
         if command is None:
             return ActionResult.failure(
                 "Missing required parameter: command (the shell command line to run).",
                 action="SHELL_COMMAND",
             )
         try:
-            run = runs.start(command, run_id=_text_param(params, "runId"), source="SHELL_COMMAND")
+            run = runs.start(command, run_id=text_param(params, "runId"), source="SHELL_COMMAND")
         except ShellRefused as exc:
             text = (
                 f"SHELL_COMMAND cannot run: {exc}."

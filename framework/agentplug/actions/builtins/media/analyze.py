@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from agentplug.actions.builtins._shared import _params, _text
+from agentplug.actions.builtins._shared import handler_params, stripped_text_param
 from agentplug.actions.builtins.media.providers import _pick_provider
 from agentplug.actions.builtins.media.settings import MediaSettings
 from agentplug.actions.model import (
@@ -61,12 +61,15 @@ def _analyze_action(settings: MediaSettings) -> Action:
         state: State | None,
         options: HandlerOptions | None,
     ) -> ActionResult:
-        params = _params(options)
-        url, b64 = _text(params, "imageUrl"), _text(params, "imageBase64")
+        params = handler_params(options)
+        url, b64 = (
+            stripped_text_param(params, "imageUrl"),
+            stripped_text_param(params, "imageBase64"),
+        )
         problem = _check_image_input(url, b64)
         if problem is not None:
             return ActionResult.failure(problem, action="ANALYZE_IMAGE")
-        prompt = _text(params, "prompt") or "Describe this image in detail."
+        prompt = stripped_text_param(params, "prompt") or "Describe this image in detail."
         picked = _pick_provider(
             rt,
             [

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentplug.actions.builtins._shared import _params, _text
+from agentplug.actions.builtins._shared import handler_params, stripped_text_param
 from agentplug.actions.builtins.media.settings import AvatarSettings
 from agentplug.actions.model import (
     Action,
@@ -144,7 +144,7 @@ def _emote_action(catalogue: EmoteCatalogue, avatar: AvatarSettings) -> Action:
         state: State | None,
         options: HandlerOptions | None,
     ) -> ActionResult:
-        query = _text(_params(options), "emote")
+        query = stripped_text_param(handler_params(options), "emote")
         if query is None:
             return ActionResult.failure(
                 "Missing required parameter: emote (for example "

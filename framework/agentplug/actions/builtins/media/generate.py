@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentplug.actions.builtins._shared import _params, _text
+from agentplug.actions.builtins._shared import handler_params, stripped_text_param
 from agentplug.actions.builtins.media.providers import (
     MEDIA_TYPES,
     MediaResult,
@@ -102,13 +102,13 @@ def _generate_action(settings: MediaSettings) -> Action:
         state: State | None,
         options: HandlerOptions | None,
     ) -> ActionResult:
-        params = _params(options)
-        prompt = _text(params, "prompt")
+        params = handler_params(options)
+        prompt = stripped_text_param(params, "prompt")
         if prompt is None:
             return ActionResult.failure(
                 "Missing required parameter: prompt (what to generate).", action="GENERATE_MEDIA"
             )
-        forced = _text(params, "mediaType")
+        forced = stripped_text_param(params, "mediaType")
         if forced is not None and forced.casefold() not in MEDIA_TYPES:
             return ActionResult.failure(
                 f"Unknown mediaType {forced!r}: use image, video or audio.",

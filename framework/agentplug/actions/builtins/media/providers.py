@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentplug.actions.builtins._shared import _get_or_register
+from agentplug.actions.builtins._shared import get_or_register
 from agentplug.actions.model import (
     ActionResult,
     ActionRuntime,
@@ -113,7 +113,7 @@ class MediaProviders:
 
 def media_providers(runtime: object) -> MediaProviders:
     """The runtime's ``media`` registry (created and registered on first use)."""
-    return _get_or_register(runtime, MEDIA_SERVICE, MediaProviders, MediaProviders)
+    return get_or_register(runtime, MEDIA_SERVICE, MediaProviders, MediaProviders)
 
 
 def _pick_provider(
