@@ -23,6 +23,17 @@ from agentplug.actions.model import (
     State,
 )
 
+__all__ = [
+    "LEVELS",
+    "LOG_LEVELS_SERVICE",
+    "TRACE",
+    "RoomLevelFilter",
+    "RoomLogLevels",
+    "log_level_action",
+    "room_log_levels",
+    "room_logger",
+]
+
 TRACE = 5
 """The ``trace`` log level (below ``DEBUG``), registered with :mod:`logging` as ``TRACE``."""
 logging.addLevelName(TRACE, "TRACE")
@@ -230,7 +241,8 @@ async def _log_level(
     )
 
 
-def _log_level_action() -> Action:
+def log_level_action() -> Action:
+    """The ``LOG_LEVEL`` action: set the log level of the current room (or session)."""
     return Action(
         name="LOG_LEVEL",
         similes=("SET_LOG_LEVEL", "LOGLEVEL", "VERBOSITY"),

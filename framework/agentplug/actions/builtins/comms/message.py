@@ -18,6 +18,8 @@ from agentplug.actions.model import (
     State,
 )
 
+__all__ = ["MessagingService", "message_action"]
+
 
 @runtime_checkable
 class MessagingService(Protocol):
@@ -103,7 +105,8 @@ async def _message(
     )
 
 
-def _message_action() -> Action:
+def message_action() -> Action:
+    """The ``MESSAGE`` action: send a message to a user or a room."""
     return Action(
         name="MESSAGE",
         similes=("SEND_MESSAGE", "SEND_DM", "DIRECT_MESSAGE", "POST_MESSAGE"),

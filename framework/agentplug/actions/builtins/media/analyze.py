@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from agentplug.actions.builtins._shared import handler_params, stripped_text_param
-from agentplug.actions.builtins.media.providers import _pick_provider
+from agentplug.actions.builtins.media.providers import pick_provider
 from agentplug.actions.builtins.media.settings import MediaSettings
 from agentplug.actions.model import (
     Action,
@@ -22,6 +22,8 @@ from agentplug.actions.model import (
     Message,
     State,
 )
+
+__all__ = ["analyze_action"]
 
 _MAX_BASE64_CHARS = 32 * 1024 * 1024
 _DATA_URL = re.compile(r"^data:[\w.+-]+/[\w.+-]+(;[\w=.+-]+)*;base64,", re.IGNORECASE)
@@ -54,7 +56,9 @@ def _check_image_input(url: str | None, b64: str | None) -> str | None:
     return None
 
 
-def _analyze_action(settings: MediaSettings) -> Action:
+def analyze_action(settings: MediaSettings) -> Action:
+    """The ``ANALYZE_IMAGE`` action, per ``actions.media``."""
+
     async def handler(
         rt: ActionRuntime,
         message: Message,
@@ -70,7 +74,7 @@ def _analyze_action(settings: MediaSettings) -> Action:
         if problem is not None:
             return ActionResult.failure(problem, action="ANALYZE_IMAGE")
         prompt = stripped_text_param(params, "prompt") or "Describe this image in detail."
-        picked = _pick_provider(
+        picked = pick_provider(
             rt,
             [
                 ("actions.media.visionProvider", settings.vision_provider),

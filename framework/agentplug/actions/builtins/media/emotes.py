@@ -27,6 +27,8 @@ from agentplug.actions.model import (
 from agentplug.core.errors import ConfigError
 from agentplug.security.ssrf import FetchError, SSRFBlocked, SSRFPolicy, guarded_fetch
 
+__all__ = ["Emote", "EmoteCatalogue", "emote_action", "load_emote_catalogue"]
+
 
 class Emote(BaseModel):
     """One catalogue entry."""
@@ -127,7 +129,8 @@ def _allow_entry(url: str) -> tuple[str, str]:
     return (f"[{host}]:{port}" if ":" in host else f"{host}:{port}"), host
 
 
-def _emote_action(catalogue: EmoteCatalogue, avatar: AvatarSettings) -> Action:
+def emote_action(catalogue: EmoteCatalogue, avatar: AvatarSettings) -> Action:
+    """The ``PLAY_EMOTE`` action over ``catalogue``, played on the ``actions.avatar`` endpoint."""
     policy: SSRFPolicy | None = None
     if avatar.url is not None:
         entry, _ = _allow_entry(avatar.url)

@@ -13,7 +13,7 @@ from agentplug.actions.builtins.media.providers import (
     MediaResult,
     MediaType,
     UnsupportedMediaType,
-    _pick_provider,
+    pick_provider,
 )
 from agentplug.actions.builtins.media.settings import MediaSettings
 from agentplug.actions.model import (
@@ -27,6 +27,8 @@ from agentplug.actions.model import (
     ParameterSchema,
     State,
 )
+
+__all__ = ["generate_action", "infer_media_type"]
 
 _MEDIA_WORDS: Mapping[MediaType, tuple[str, ...]] = {
     "image": (
@@ -95,7 +97,9 @@ def infer_media_type(prompt: str) -> MediaType:
     return "image"
 
 
-def _generate_action(settings: MediaSettings) -> Action:
+def generate_action(settings: MediaSettings) -> Action:
+    """The ``GENERATE_MEDIA`` action, per ``actions.media``."""
+
     async def handler(
         rt: ActionRuntime,
         message: Message,
@@ -118,7 +122,7 @@ def _generate_action(settings: MediaSettings) -> Action:
         for kind in MEDIA_TYPES:
             if forced is not None and forced.casefold() == kind:
                 media_type = kind
-        picked = _pick_provider(rt, [("actions.media.provider", settings.provider)])
+        picked = pick_provider(rt, [("actions.media.provider", settings.provider)])
         if isinstance(picked, ActionResult):
             return picked
         provider_id, provider = picked

@@ -19,6 +19,20 @@ from agentplug.actions.model import (
     Attachment,
 )
 
+__all__ = [
+    "MEDIA_SERVICE",
+    "MEDIA_TYPES",
+    "NO_PROVIDER_TEXT",
+    "MediaProvider",
+    "MediaProviderError",
+    "MediaProviders",
+    "MediaResult",
+    "MediaType",
+    "UnsupportedMediaType",
+    "media_providers",
+    "pick_provider",
+]
+
 MEDIA_SERVICE = "media"
 
 MediaType: TypeAlias = Literal["image", "video", "audio"]
@@ -116,7 +130,7 @@ def media_providers(runtime: object) -> MediaProviders:
     return get_or_register(runtime, MEDIA_SERVICE, MediaProviders, MediaProviders)
 
 
-def _pick_provider(
+def pick_provider(
     runtime: ActionRuntime, preferred: Sequence[tuple[str, str | None]]
 ) -> tuple[str, MediaProvider] | ActionResult:
     """The provider to use, or the failed result explaining why there is none."""
