@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost, PluginRecord
     from agentplug.core.loader import DiscoveredPlugin
-    from agentplug.testing.fixture_state import _TestState
+    from agentplug.testing.fixture_state import FixtureState
 
 
 class PluginLoader:
@@ -22,7 +22,7 @@ class PluginLoader:
     (``bundled=False``), like ``PluginHost.load_installed``.
     """
 
-    def __init__(self, state: _TestState) -> None:
+    def __init__(self, state: FixtureState) -> None:
         self._state = state
         self._installed: dict[str, DiscoveredPlugin] | None = None
 
