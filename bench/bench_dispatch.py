@@ -88,7 +88,8 @@ class _Plugin:
         setattr(self, function.__name__, function)
 
 
-def _noop(hook: str, i: int, *, is_async: bool) -> Callable[..., Any]:
+def noop_handler(hook: str, i: int, *, is_async: bool) -> Callable[..., Any]:
+    """A handler of ``hook`` that does nothing (sync or async), named for plugin ``i``."""
     if is_async:
 
         async def handler(event: Any, ctx: Any) -> None:
@@ -112,7 +113,8 @@ def _async_sleeper(i: int) -> Callable[..., Awaitable[None]]:
     return after_tool_call
 
 
-def _agentplug_host(functions: list[Callable[..., Any]]) -> PluginHost:
+def agentplug_host(functions: list[Callable[..., Any]]) -> PluginHost:
+    """A host with one plugin per function (each registered as its hook)."""
     host = PluginHost()
     for i, fn in enumerate(functions):
         host.register(_Plugin(f"p{i:03d}", hookimpl(fn)), f"p{i:03d}")
@@ -130,7 +132,9 @@ def _raw_pluggy(functions: list[Callable[..., Any]]) -> pluggy.PluginManager:
 Timer = Callable[[int], Awaitable[float]]
 
 
-def _timer_async(call: Callable[[], Awaitable[Any]]) -> Timer:
+def timer_async(call: Callable[[], Awaitable[Any]]) -> Timer:
+    """A timer awaiting ``call`` ``n`` times; it returns the seconds taken."""
+
     async def timed(n: int) -> float:
         clock = time.perf_counter
         start = clock()
@@ -152,7 +156,7 @@ def _timer_sync(call: Callable[[], Any]) -> Timer:
     return timed
 
 
-async def _interleaved(
+async def interleaved(
     variants: dict[str, Timer], n: int, repeats: int, warmup: int
 ) -> dict[str, list[float]]:
     """Seconds per call for every repeat of every variant (round-robin order)."""
@@ -166,7 +170,7 @@ async def _interleaved(
     return samples
 
 
-def _paired(values: list[float], baseline: list[float]) -> float:
+def paired_ratio(values: list[float], baseline: list[float]) -> float:
     """Median of the per-repeat ratios ``values[i] / baseline[i]``."""
     return statistics.median(v / b for v, b in zip(values, baseline, strict=True))
 
@@ -191,10 +195,10 @@ def _check(result: Any, count: int) -> None:
 
 async def _variants(hook: str, count: int) -> dict[str, Timer]:
     """The five timed variants of ``hook`` with ``count`` handlers, on the same functions."""
-    async_fns = [_noop(hook, i, is_async=True) for i in range(count)]
-    sync_fns = [_noop(hook, i, is_async=False) for i in range(count)]
-    host = _agentplug_host(async_fns)
-    host_sync = _agentplug_host(sync_fns)
+    async_fns = [noop_handler(hook, i, is_async=True) for i in range(count)]
+    sync_fns = [noop_handler(hook, i, is_async=False) for i in range(count)]
+    host = agentplug_host(async_fns)
+    host_sync = agentplug_host(sync_fns)
     pm = _raw_pluggy(sync_fns)
     pm_async = _raw_pluggy(async_fns)
     event, ctx = _events(host, hook)
@@ -228,11 +232,11 @@ async def _variants(hook: str, count: int) -> dict[str, Timer]:
             await h(event, ctx)
 
     return {
-        "agentplug": _timer_async(agentplug),
-        "agentplug_sync": _timer_async(agentplug_sync),
+        "agentplug": timer_async(agentplug),
+        "agentplug_sync": timer_async(agentplug_sync),
         "pluggy": _timer_sync(pluggy_call),
-        "pluggy_await": _timer_async(pluggy_await),
-        "loop": _timer_async(loop),
+        "pluggy_await": timer_async(pluggy_await),
+        "loop": timer_async(loop),
     }
 
 
@@ -245,16 +249,16 @@ async def _per_count(hook: str, quick: bool) -> dict[str, Any]:
         repeats = 5 if quick else 15
         if quick:
             n //= 4
-        samples = await _interleaved(variants, n, repeats, warmup=max(n // 2, 50))
+        samples = await interleaved(variants, n, repeats, warmup=max(n // 2, 50))
         row: dict[str, Any] = {"handlers": count, "dispatches_per_repeat": n, "repeats": repeats}
         for name, values in samples.items():
             row[f"{name}_us"] = statistics.median(values) * 1e6
             row[f"{name}_us_min"] = min(values) * 1e6
-        row["async_vs_pluggy"] = _paired(samples["agentplug"], samples["pluggy"])
-        row["sync_vs_pluggy"] = _paired(samples["agentplug_sync"], samples["pluggy"])
-        row["async_vs_pluggy_await"] = _paired(samples["agentplug"], samples["pluggy_await"])
-        row["async_vs_loop"] = _paired(samples["agentplug"], samples["loop"])
-        row["pluggy_await_vs_pluggy"] = _paired(samples["pluggy_await"], samples["pluggy"])
+        row["async_vs_pluggy"] = paired_ratio(samples["agentplug"], samples["pluggy"])
+        row["sync_vs_pluggy"] = paired_ratio(samples["agentplug_sync"], samples["pluggy"])
+        row["async_vs_pluggy_await"] = paired_ratio(samples["agentplug"], samples["pluggy_await"])
+        row["async_vs_loop"] = paired_ratio(samples["agentplug"], samples["loop"])
+        row["pluggy_await_vs_pluggy"] = paired_ratio(samples["pluggy_await"], samples["pluggy"])
         out[str(count)] = row
     return out
 
@@ -271,7 +275,7 @@ def _targets(rows: dict[str, Any], targets: dict[tuple[str, int], float]) -> lis
 
 async def _observe_sleep(quick: bool) -> dict[str, Any]:
     count = 100
-    host = _agentplug_host([_async_sleeper(i) for i in range(count)])
+    host = agentplug_host([_async_sleeper(i) for i in range(count)])
     decl = host.declarations["after_tool_call"]
     event = decl.event(tool_name="exec", params=PARAMS, result={"ok": True}, duration_ms=12.5)
     ctx = decl.ctx(agent_id="bench", session_key="s1", run_id="r1")
@@ -284,9 +288,9 @@ async def _observe_sleep(quick: bool) -> dict[str, Any]:
     async def gather() -> None:
         await asyncio.gather(*(h(event, ctx) for h in handlers))
 
-    variants = {"agentplug": _timer_async(agentplug), "gather": _timer_async(gather)}
+    variants = {"agentplug": timer_async(agentplug), "gather": timer_async(gather)}
     n, repeats = (2, 5) if quick else (5, 12)
-    samples = await _interleaved(variants, n, repeats, warmup=3)
+    samples = await interleaved(variants, n, repeats, warmup=3)
     row: dict[str, Any] = {"handlers": count, "sleep_ms": SLEEP_S * 1000, "repeats": repeats}
     for name, values in samples.items():
         row[f"{name}_ms"] = statistics.median(values) * 1e3
@@ -294,7 +298,7 @@ async def _observe_sleep(quick: bool) -> dict[str, Any]:
     row["overhead_ms"] = statistics.median(
         (a - g) * 1e3 for a, g in zip(samples["agentplug"], samples["gather"], strict=True)
     )
-    row["ratio_vs_gather"] = _paired(samples["agentplug"], samples["gather"])
+    row["ratio_vs_gather"] = paired_ratio(samples["agentplug"], samples["gather"])
     row["target_ms"] = TARGET_OBSERVE_MS
     row["meets_target"] = row["agentplug_ms"] < TARGET_OBSERVE_MS
     return row

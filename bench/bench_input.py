@@ -23,11 +23,11 @@ from typing import Any
 from bench_dispatch import (
     COUNTS,
     Timer,
-    _agentplug_host,
-    _interleaved,
-    _noop,
-    _paired,
-    _timer_async,
+    agentplug_host,
+    interleaved,
+    noop_handler,
+    paired_ratio,
+    timer_async,
 )
 
 TARGET_AT_1 = 2.0
@@ -41,7 +41,9 @@ CTX = {"agent_id": "bench", "session_key": "s1", "run_id": "r1"}
 
 
 async def _variants(count: int) -> dict[str, Timer]:
-    host = _agentplug_host([_noop("before_tool_call", i, is_async=True) for i in range(count)])
+    host = agentplug_host(
+        [noop_handler("before_tool_call", i, is_async=True) for i in range(count)]
+    )
     decl = host.declarations["before_tool_call"]
     event_model, ctx_model = decl.event.model_validate(EVENT), decl.ctx.model_validate(CTX)
     facade = host.hooks.before_tool_call
@@ -59,9 +61,9 @@ async def _variants(count: int) -> dict[str, Timer]:
         return decl.event.model_validate(EVENT), decl.ctx.model_validate(CTX)
 
     return {
-        "dict": _timer_async(with_dicts),
-        "model": _timer_async(with_models),
-        "validate": _timer_async(validate_only),
+        "dict": timer_async(with_dicts),
+        "model": timer_async(with_models),
+        "validate": timer_async(validate_only),
     }
 
 
@@ -73,11 +75,11 @@ async def _rows(quick: bool) -> dict[str, Any]:
         repeats = 5 if quick else 15
         if quick:
             n //= 4
-        samples = await _interleaved(variants, n, repeats, warmup=max(n // 2, 50))
+        samples = await interleaved(variants, n, repeats, warmup=max(n // 2, 50))
         row: dict[str, Any] = {"handlers": count, "repeats": repeats}
         for name, values in samples.items():
             row[f"{name}_us"] = statistics.median(values) * 1e6
-        row["dict_vs_model"] = _paired(samples["dict"], samples["model"])
+        row["dict_vs_model"] = paired_ratio(samples["dict"], samples["model"])
         out[str(count)] = row
     return out
 

@@ -1,4 +1,5 @@
-"""The shape of the runtime: layers that import downwards only, and no import circle.
+"""The shape of the runtime: layers that import downwards only, no import circle, and no
+module reaching into another module's private names.
 
 The layer order itself is an import-linter contract in ``pyproject.toml`` (``make test``
 runs ``lint-imports``); these tests guard what the contract cannot say.
@@ -6,13 +7,17 @@ runs ``lint-imports``); these tests guard what the contract cannot say.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import grimp
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +156,168 @@ def test_no_runtime_or_contract_module_is_over_600_lines() -> None:
         if (lines := len(path.read_text(encoding="utf-8").splitlines())) > 600
     }
     assert too_long == {}
+
+
+# -- private names stay in their module ---------------------------------------------------
+
+# Where the rule holds: the runtime, the contract and the example plugins (their tests too).
+PRIVATE_NAME_ROOTS = ("framework/agentplug", "hookspecs/agentplug_hookspecs", "example_plugins")
+
+# Cross-module uses of private names in code other engineers are rewriting right now
+# (core/, agent/, api/serve.py, cli/): allowed until their change lands, then fixed like the
+# rest (drop the underscore and list the name in __all__, or move the code to its one user).
+# The list can only shrink: test_pending_private_names_are_still_used fails on an entry
+# whose use is gone, so remove the entry together with the use.
+PENDING: frozenset[tuple[str, str]] = frozenset(
+    {
+        # core/: the dispatch helpers of agentplug.core.dispatch ...
+        ("agentplug.core.concurrent", "_CoroutineType"),
+        ("agentplug.core.concurrent", "_describe"),
+        ("agentplug.core.concurrent", "_finish"),
+        ("agentplug.core.concurrent", "_passes_through"),
+        ("agentplug.core.concurrent", "_start_thread"),
+        ("agentplug.core.dispatcher", "_CoroutineType"),
+        ("agentplug.core.sequential", "_CoroutineType"),
+        ("agentplug.core.sequential", "_describe"),
+        ("agentplug.core.sequential", "_finish"),
+        ("agentplug.core.sequential", "_first_error"),
+        ("agentplug.core.sequential", "_passes_through"),
+        ("agentplug.core.sequential", "_skip_rest"),
+        ("agentplug.core.sequential", "_start_thread"),
+        # ... the outcome builders of agentplug.core.outcomes ...
+        ("agentplug.core.reducers", "_ATOMS"),
+        ("agentplug.core.reducers", "_NO_PARAMS"),
+        ("agentplug.core.reducers", "_assemble"),
+        ("agentplug.core.reducers", "_new"),
+        ("agentplug.core.reducers", "_set"),
+        ("agentplug.core.reducers", "_untouched_builder"),
+        # ... and the contract's handler-context variable (agentplug_hookspecs._model).
+        ("agentplug.core.concurrent", "_HANDLER_CONTEXT"),
+        ("agentplug.core.dispatcher", "_HANDLER_CONTEXT"),
+        ("agentplug.core.sequential", "_HANDLER_CONTEXT"),
+        # agent/: the old name of agentplug.actions.flow.extraction.first_json_object (an
+        # alias kept there only for this import).
+        ("agentplug.agent.selection", "_first_json_object"),
+        # cli/mcp_proxy.py: helpers of agentplug.api.serve (both are being rewritten).
+        ("agentplug.cli.mcp_proxy", "_bind"),
+        ("agentplug.cli.mcp_proxy", "_read_token"),
+        ("agentplug.cli.mcp_proxy", "_state_dir"),
+        ("agentplug.cli.mcp_proxy", "_url"),
+    }
+)
+
+
+def _is_private(name: str) -> bool:
+    """``_x``, not ``__x__`` (dunders are the language's names, not a module's own)."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _module_name(path: Path) -> str:
+    """The dotted name ``path`` is imported as (its package is the folders with an
+    ``__init__.py`` above it)."""
+    parts = [] if path.name == "__init__.py" else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts)
+
+
+def _rule_modules() -> list[tuple[str, Path]]:
+    """Every module the rule covers, with its dotted name (build output and caches left
+    out; the example plugins' test modules may share a name, e.g. ``conftest``)."""
+    found: list[tuple[str, Path]] = []
+    for folder in PRIVATE_NAME_ROOTS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).parts
+            if any(part in ("build", "dist") or part.startswith(".") for part in rel):
+                continue
+            found.append((_module_name(path), path))
+    return found
+
+
+def _imported_from(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute name of the module ``node`` imports from (relative imports resolved)."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _private_uses(module: str, path: Path, known: set[str]) -> set[tuple[str, str, str]]:
+    """(module, private name, module that defines it) for every private name ``module``
+    takes from another first-party module: ``from X import _name``, or ``X._name`` where
+    ``X`` is bound to a module by ``import X``, ``import X as Y`` or ``from P import X``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    first_party = {name.split(".")[0] for name in known}
+    found: set[tuple[str, str, str]] = set()
+    bound: dict[str, str] = {}  # local name -> the first-party module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            source = _imported_from(module, is_package, node)
+            if source.split(".")[0] not in first_party:
+                continue
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in known:
+                    bound[alias.asname or alias.name] = submodule
+                    # A package's private submodule, imported inside that package.
+                    if module == source or module.startswith(source + "."):
+                        continue
+                if _is_private(alias.name) and source != module:
+                    found.add((module, alias.name, source))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain: list[str] = []
+        base: ast.expr = node
+        while isinstance(base, ast.Attribute):
+            chain.insert(0, base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name) or bound.get(base.id) not in known:
+            continue
+        current = bound[base.id]
+        for attr in chain:  # a.b.c._x: follow the submodules, then look at the name
+            if f"{current}.{attr}" in known:
+                current = f"{current}.{attr}"
+                continue
+            if _is_private(attr) and current != module:
+                found.add((module, attr, current))
+            break
+    return found
+
+
+@pytest.fixture(scope="module")
+def private_uses() -> set[tuple[str, str, str]]:
+    modules = _rule_modules()
+    known = {name for name, _ in modules}
+    return {use for name, path in modules for use in _private_uses(name, path, known)}
+
+
+def test_no_module_imports_another_modules_private_name(
+    private_uses: set[tuple[str, str, str]],
+) -> None:
+    # A name with a leading underscore is its module's own business. Another module that
+    # needs it makes it public (no underscore, listed in __all__, with a docstring), or the
+    # code moves to the one module that uses it.
+    offending = sorted(
+        f"{module}: {name} from {source}"
+        for module, name, source in private_uses
+        if (module, name) not in PENDING
+    )
+    assert offending == [], "private names used by another module:\n" + "\n".join(offending)
+
+
+def test_pending_private_names_are_still_used(private_uses: set[tuple[str, str, str]]) -> None:
+    # PENDING only shrinks: once an entry's use is gone, the entry goes too.
+    still_used = {(module, name) for module, name, _ in private_uses}
+    gone = sorted(PENDING - still_used)
+    assert gone == [], f"no longer used: remove these PENDING entries: {gone}"

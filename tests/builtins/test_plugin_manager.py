@@ -357,13 +357,13 @@ def test_allowed_plugin_and_dependency_are_both_inspected_then_installed_offline
     from agentplug.plugins import manager as plugin_manager
 
     commands: list[list[str]] = []
-    real_run = plugin_manager._Runner.run
+    real_run = plugin_manager.CommandRunner.run
 
     def record(self: Any, cmd: Any, *args: Any, **kwargs: Any) -> Any:
         commands.append(list(cmd))
         return real_run(self, cmd, *args, **kwargs)
 
-    monkeypatch.setattr(plugin_manager._Runner, "run", record)
+    monkeypatch.setattr(plugin_manager.CommandRunner, "run", record)
     seen: list[str] = []
 
     def register(api: PluginApi) -> None:

@@ -64,8 +64,8 @@ from starlette.routing import Route, WebSocketRoute
 
 from agentplug.actions.builtins.comms.runs import terminal_runs
 from agentplug.actions.terminal import TerminalService
-from agentplug.api.guard import _Guard
-from agentplug.api.responses import _error
+from agentplug.api.guard import Guard
+from agentplug.api.responses import error_response
 from agentplug.api.routes.approvals import ApprovalRoutes
 from agentplug.api.routes.base import MAX_BODY_BYTES as MAX_BODY_BYTES
 from agentplug.api.routes.custom_actions import CUSTOM_ACTIONS_OWNER as CUSTOM_ACTIONS_OWNER
@@ -128,14 +128,14 @@ class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoute
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    response = _error(exc.status_code, str(exc.detail))
+    response = error_response(exc.status_code, str(exc.detail))
     response.headers.update(exc.headers or {})
     return response
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
     log.exception("API request %s %s failed", request.method, request.url.path)
-    return _error(500, f"internal error ({type(exc).__name__}); see the server log")
+    return error_response(500, f"internal error ({type(exc).__name__}); see the server log")
 
 
 def create_app(
@@ -210,6 +210,6 @@ def create_app(
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
         lifespan=lifespan,
     )
-    app.add_middleware(_Guard, token=token)
+    app.add_middleware(Guard, token=token)
     app.state.api = api
     return app

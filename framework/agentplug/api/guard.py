@@ -1,7 +1,7 @@
 """The control API's guard: loopback ``Host``/``Origin`` and the bearer token.
 
-:class:`_Guard` is the ASGI middleware :func:`~agentplug.api.app.create_app` installs;
-:func:`_deny` answers a refused HTTP request or WebSocket handshake (the terminal stream
+:class:`Guard` is the ASGI middleware :func:`~agentplug.api.app.create_app` installs;
+:func:`deny` answers a refused HTTP request or WebSocket handshake (the terminal stream
 uses it too).
 """
 
@@ -14,12 +14,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from agentplug.api.loopback import host_header_is_loopback, origin_is_loopback
-from agentplug.api.responses import _error
+from agentplug.api.responses import error_response
+
+__all__ = ["Guard", "deny"]
 
 _PUBLIC_PATHS = frozenset({"/api/health"})
 
 
-class _Guard:
+class Guard:
     """ASGI middleware: loopback ``Host``/``Origin`` first, then the bearer token."""
 
     def __init__(self, app: ASGIApp, *, token: str) -> None:
@@ -33,7 +35,7 @@ class _Guard:
         headers = Headers(scope=scope)
         host = headers.get("host")
         if not host_header_is_loopback(host):
-            await _deny(
+            await deny(
                 scope,
                 receive,
                 send,
@@ -44,7 +46,7 @@ class _Guard:
             return
         origin = headers.get("origin")
         if origin is not None and not origin_is_loopback(origin):
-            await _deny(
+            await deny(
                 scope,
                 receive,
                 send,
@@ -54,7 +56,7 @@ class _Guard:
             )
             return
         if scope["path"] not in _PUBLIC_PATHS and not self._authorized(scope, headers):
-            await _deny(
+            await deny(
                 scope,
                 receive,
                 send,
@@ -77,8 +79,11 @@ class _Guard:
         return hmac.compare_digest(presented.encode("utf-8"), self._token)
 
 
-async def _deny(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
-    response = _error(status, message)
+async def deny(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    """Refuse the request with ``status`` and an ``{"error": message}`` body; a WebSocket
+    handshake gets it as its denial response, or is closed (code 1008) where the server
+    cannot send one."""
+    response = error_response(status, message)
     if scope["type"] == "http":
         if status == 401:
             response.headers["WWW-Authenticate"] = "Bearer"

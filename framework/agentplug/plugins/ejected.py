@@ -29,6 +29,7 @@ __all__ = [
     "CORE_DISTRIBUTION",
     "DEFAULT_STATE_DIR",
     "LOCAL_BRANCH",
+    "PLUGIN_ID_PATTERN",
     "RECORD_FILE",
     "STATE_DIR_ENV",
     "UPSTREAM_BRANCH",
@@ -37,11 +38,15 @@ __all__ = [
     "UpstreamRecord",
     "activate_ejected_source",
     "activate_install_target",
+    "core_root",
     "ejected_import_roots",
     "ejected_preference",
     "ejected_source",
+    "import_roots_of",
     "plugin_settings",
+    "plugins_root",
     "prefer_ejected_copy",
+    "read_record",
     "resolve_state_dir",
 ]
 
@@ -55,7 +60,8 @@ LOCAL_BRANCH = "main"
 UPSTREAM_BRANCH = "upstream"
 CORE_DISTRIBUTION = "agentplug"
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+PLUGIN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""A plugin id that may name a folder under ``<state_dir>/plugins`` (no path separators)."""
 
 
 class PluginSettings(BaseModel):
@@ -164,23 +170,28 @@ class UpstreamRecord(BaseModel):
     last_sync: str | None = None
 
 
-def _plugins_root(state_dir: Path) -> Path:
+def plugins_root(state_dir: Path) -> Path:
+    """``<state_dir>/plugins``: one ejected working copy per plugin id."""
     return Path(state_dir) / "plugins"
 
 
-def _core_root(state_dir: Path) -> Path:
+def core_root(state_dir: Path) -> Path:
+    """``<state_dir>/core``: the ejected agentplug core, one folder per distribution."""
     return Path(state_dir) / "core"
 
 
-def _read_record(folder: Path) -> UpstreamRecord | None:
+def read_record(folder: Path) -> UpstreamRecord | None:
+    """The upstream record of the working copy ``folder`` (``None``: none, or unreadable)."""
     try:
         return UpstreamRecord.model_validate_json((folder / RECORD_FILE).read_text("utf-8"))
     except (OSError, ValidationError):
         return None
 
 
-def _roots_of(folder: Path) -> list[Path]:
-    record = _read_record(folder)
+def import_roots_of(folder: Path) -> list[Path]:
+    """The import roots its record lists for the working copy ``folder`` (only folders
+    inside it; ``[]`` when it has no record)."""
+    record = read_record(folder)
     if record is None:
         return []
     roots = []
@@ -194,9 +205,9 @@ def _roots_of(folder: Path) -> list[Path]:
 def ejected_import_roots(state_dir: str | Path, plugin_id: str) -> list[Path]:
     """Folders to prepend to ``sys.path`` so ``plugin_id``'s ejected copy is imported
     (empty when it is not ejected)."""
-    if not _ID.match(plugin_id):
+    if not PLUGIN_ID_PATTERN.match(plugin_id):
         return []
-    return _roots_of(_plugins_root(Path(state_dir)) / plugin_id)
+    return import_roots_of(plugins_root(Path(state_dir)) / plugin_id)
 
 
 def ejected_source(state_dir: str | Path, plugin_id: str) -> Path | None:
@@ -215,9 +226,9 @@ def activate_ejected_source(state_dir: str | Path, plugin_id: str) -> list[Path]
     modules already imported are not reloaded (see
     :func:`agentplug.actions.builtins.lifecycle.reload_changed_plugins`).
     """
-    if not _ID.match(plugin_id):
+    if not PLUGIN_ID_PATTERN.match(plugin_id):
         return []
-    folder = _plugins_root(Path(state_dir)) / plugin_id
+    folder = plugins_root(Path(state_dir)) / plugin_id
     base = str(folder.resolve())
     stale = [p for p in sys.path if p == base or p.startswith(base + os.sep)]
     if not stale and not folder.is_dir():
@@ -264,7 +275,7 @@ def ejected_preference(host: PluginHost) -> Callable[[str], None]:
     except ConfigError as exc:
         log.warning("ejected copies not considered: %s", exc)
         return lambda plugin_id: None
-    root = _plugins_root(state_dir)
+    root = plugins_root(state_dir)
     base = str(root.resolve())
     if not root.is_dir() and not any(p.startswith(base + os.sep) for p in sys.path):
         return lambda plugin_id: None

@@ -43,23 +43,23 @@ from typing import TYPE_CHECKING, Any
 # loads agentplug; type checkers see the same modules under their package name.
 if TYPE_CHECKING:
     from agentplug.sandbox._worker_parts.audit import (
-        _PY_IMPORT_ALLOW,
-        _PY_PRELOAD,
-        _install_audit_hook,
+        PY_IMPORT_ALLOW,
+        PY_PRELOAD,
+        install_audit_hook,
     )
-    from agentplug.sandbox._worker_parts.frames import _frame_in_blocking, _frame_out
-    from agentplug.sandbox._worker_parts.javascript import _new_isolate, _run_javascript
-    from agentplug.sandbox._worker_parts.runtime import _BoundedSink, _Channel, _truncate
-    from agentplug.sandbox._worker_parts.seccomp import _install_seccomp
+    from agentplug.sandbox._worker_parts.frames import frame_in_blocking, frame_out
+    from agentplug.sandbox._worker_parts.javascript import new_isolate, run_javascript
+    from agentplug.sandbox._worker_parts.runtime import BoundedSink, Channel, truncate
+    from agentplug.sandbox._worker_parts.seccomp import install_seccomp
 else:
     _HERE = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, _HERE)
     try:
-        from _worker_parts.audit import _PY_IMPORT_ALLOW, _PY_PRELOAD, _install_audit_hook
-        from _worker_parts.frames import _frame_in_blocking, _frame_out
-        from _worker_parts.javascript import _new_isolate, _run_javascript
-        from _worker_parts.runtime import _BoundedSink, _Channel, _truncate
-        from _worker_parts.seccomp import _install_seccomp
+        from _worker_parts.audit import PY_IMPORT_ALLOW, PY_PRELOAD, install_audit_hook
+        from _worker_parts.frames import frame_in_blocking, frame_out
+        from _worker_parts.javascript import new_isolate, run_javascript
+        from _worker_parts.runtime import BoundedSink, Channel, truncate
+        from _worker_parts.seccomp import install_seccomp
     finally:
         sys.path.remove(_HERE)
 
@@ -244,7 +244,7 @@ def _harden(language: str, workdir: str) -> tuple[list[str], list[str]]:
     _drop_privileges(is_root, layers, missing)
     _prctls(libc, layers, missing)
     _base_rlimits(layers)
-    _install_seccomp(libc, layers, missing)
+    install_seccomp(libc, layers, missing)
     return layers, missing
 
 
@@ -341,7 +341,7 @@ def _compile_python(code: str) -> Callable[..., Any]:
     real_import = builtins.__import__
 
     def guarded_import(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.split(".")[0] not in _PY_IMPORT_ALLOW:
+        if name.split(".")[0] not in PY_IMPORT_ALLOW:
             raise ImportError(f"sandbox: import of {name!r} is not allowed")
         return real_import(name, *args, **kwargs)
 
@@ -354,7 +354,7 @@ def _compile_python(code: str) -> Callable[..., Any]:
     return fn_obj
 
 
-async def _run_python(job: dict[str, Any], channel: _Channel) -> str:
+async def _run_python(job: dict[str, Any], channel: Channel) -> str:
     params = _FrozenParams({str(k): str(v) for k, v in dict(job["params"]).items()})
 
     async def fetch(url: object, options: object = None) -> _Response:
@@ -374,46 +374,46 @@ def main() -> None:
     # /proc must be read before the chroot: statm is used for the memory budget.
     statm = os.open("/proc/self/statm", os.O_RDONLY)
     if language == "python":
-        for name in _PY_PRELOAD:
+        for name in PY_PRELOAD:
             with contextlib.suppress(ImportError):
                 __import__(name)
     try:
         layers, missing = _harden(language, workdir)
     except Exception as exc:  # pragma: no cover - reported to the host
-        _frame_out({"t": "fatal", "error": f"sandbox setup failed: {exc!r}"})
+        frame_out({"t": "fatal", "error": f"sandbox setup failed: {exc!r}"})
         os._exit(3)
     # The event loop (and its AF_UNIX self-pipe) exists before the audit hook and before
     # any untrusted input.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    isolate = loop.run_until_complete(_new_isolate()) if language == "javascript" else None
+    isolate = loop.run_until_complete(new_isolate()) if language == "javascript" else None
     layers.append("python-audit-hook")
-    _frame_out({"t": "ready", "layers": layers, "missing": missing})
+    frame_out({"t": "ready", "layers": layers, "missing": missing})
 
-    job = _frame_in_blocking()
+    job = frame_in_blocking()
     limit = int(job["max_output_bytes"])
-    sink = _BoundedSink(limit)
+    sink = BoundedSink(limit)
     sys.stdout = sys.stderr = sink
     _apply_job_limits(job, language, statm)
-    channel = _Channel(loop)
+    channel = Channel(loop)
     # Installed last, right before the untrusted code is compiled and run.
-    _install_audit_hook(language)
+    install_audit_hook(language)
     try:
         if language == "python":
             output = loop.run_until_complete(_run_python(job, channel))
         else:
-            output = loop.run_until_complete(_run_javascript(job, channel, isolate))
-        text, truncated = _truncate(output, limit)
-        _frame_out({"t": "result", "ok": True, "output": text, "truncated": truncated})
+            output = loop.run_until_complete(run_javascript(job, channel, isolate))
+        text, truncated = truncate(output, limit)
+        frame_out({"t": "result", "ok": True, "output": text, "truncated": truncated})
     except MemoryError:
-        _frame_out({"t": "result", "ok": False, "error": "MemoryError: memory limit exceeded"})
+        frame_out({"t": "result", "ok": False, "error": "MemoryError: memory limit exceeded"})
     except BaseException as exc:
         if type(exc).__name__ == "JSOOMException":  # V8 stopped at the isolate's heap limit
             error = "JSOOMException: out of memory (the JavaScript heap limit was reached)"
-            _frame_out({"t": "result", "ok": False, "error": error})
+            frame_out({"t": "result", "ok": False, "error": error})
             os._exit(0)
-        message, _ = _truncate(f"{type(exc).__name__}: {exc}", 4096)
-        _frame_out({"t": "result", "ok": False, "error": message})
+        message, _ = truncate(f"{type(exc).__name__}: {exc}", 4096)
+        frame_out({"t": "result", "ok": False, "error": message})
     os._exit(0)
 
 

@@ -45,10 +45,10 @@ from collections.abc import Mapping
 from types import TracebackType
 
 from agentplug.sandbox.errors import SandboxUnavailableError
-from agentplug.sandbox.job import _MAX_FETCH_BODY, _Run
+from agentplug.sandbox.job import MAX_FETCH_BODY, JobRun
 from agentplug.sandbox.models import FetchCallable, Language, SandboxResult
-from agentplug.sandbox.process import _READY_TIMEOUT_S, _Worker
-from agentplug.sandbox.spawner import _Spawner
+from agentplug.sandbox.process import READY_TIMEOUT_S, Worker
+from agentplug.sandbox.spawner import Spawner
 
 __all__ = ["CodeSandbox", "SandboxUnavailableError"]
 
@@ -81,8 +81,8 @@ class CodeSandbox:
         self._pool_size = pool_size
         self._parallel = parallel if parallel is not None else max(1, min(pool_size, 4))
         self._strict = strict
-        self._spawner: _Spawner | None = None
-        self._active: set[_Worker] = set()
+        self._spawner: Spawner | None = None
+        self._active: set[Worker] = set()
         self._lock = threading.Lock()
         self._isolation: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._warned: set[tuple[str, ...]] = set()
@@ -114,11 +114,11 @@ class CodeSandbox:
         if self._spawner is not None:
             self._spawner.close()
 
-    def _ensure_spawner(self) -> _Spawner:
+    def _ensure_spawner(self) -> Spawner:
         if self._closed:
             raise SandboxUnavailableError("the sandbox is closed")
         if self._spawner is None:
-            self._spawner = _Spawner(self._pool_size, self._parallel)
+            self._spawner = Spawner(self._pool_size, self._parallel)
         return self._spawner
 
     async def prewarm(self, *languages: Language, wait: bool = False) -> None:
@@ -129,7 +129,7 @@ class CodeSandbox:
         if wait and self._pool_size:
             loop = asyncio.get_running_loop()
             for lang in langs:
-                await loop.run_in_executor(None, spawner.wait_warm, lang, _READY_TIMEOUT_S)
+                await loop.run_in_executor(None, spawner.wait_warm, lang, READY_TIMEOUT_S)
 
     @property
     def pool_size(self) -> int:
@@ -158,13 +158,13 @@ class CodeSandbox:
 
     # ---------------------------------------------------------------------- run
 
-    async def _acquire(self, language: Language) -> _Worker:
+    async def _acquire(self, language: Language) -> Worker:
         if language == "javascript" and importlib.util.find_spec("py_mini_racer") is None:
             raise SandboxUnavailableError(
                 "JavaScript code needs the embedded V8 runtime: install agentplug[js] (mini-racer)"
             )
         got = self._ensure_spawner().acquire(language)
-        worker = got if isinstance(got, _Worker) else await asyncio.wrap_future(got)
+        worker = got if isinstance(got, Worker) else await asyncio.wrap_future(got)
         self._record_isolation(worker)
         if self._strict:
             weak = [e for e in _ESSENTIAL_LAYERS if not any(x.startswith(e) for x in worker.layers)]
@@ -176,7 +176,7 @@ class CodeSandbox:
                 )
         return worker
 
-    def _record_isolation(self, worker: _Worker) -> None:
+    def _record_isolation(self, worker: Worker) -> None:
         self._isolation[worker.language] = (worker.layers, worker.missing)
         if worker.missing and worker.missing not in self._warned:
             self._warned.add(worker.missing)
@@ -202,7 +202,7 @@ class CodeSandbox:
         The return value becomes ``output`` (str as is, other values JSON-encoded, ``Done``
         for None/undefined). ``print``/``console`` output is not part of the result.
         Python code may import a fixed set of pure standard-library modules (json, re,
-        math, datetime, ...; see ``_worker._PY_PRELOAD``); anything else, ``os``
+        math, datetime, ...; see ``_worker.PY_PRELOAD``); anything else, ``os``
         included, is refused. ``params`` is read-only (``params['x']`` or ``params.x``).
 
         Never raises for problems of the code itself (errors, time-out, memory): they are
@@ -251,7 +251,7 @@ class CodeSandbox:
 
     async def _execute(
         self,
-        worker: _Worker,
+        worker: Worker,
         code: str,
         params: dict[str, str],
         timeout_s: float,
@@ -259,11 +259,11 @@ class CodeSandbox:
         max_output_bytes: int,
         fetch: FetchCallable | None,
     ) -> SandboxResult:
-        run = _Run(
+        run = JobRun(
             worker,
             fetch,
             memory_limit=memory_mb * 1024 * 1024,
-            max_frame=6 * max_output_bytes + 2 * _MAX_FETCH_BODY + 64 * 1024,
+            max_frame=6 * max_output_bytes + 2 * MAX_FETCH_BODY + 64 * 1024,
         )
         deadline = run.loop.time() + timeout_s
         job = {
@@ -311,7 +311,7 @@ class CodeSandbox:
             run.cancel_fetches()
 
     @staticmethod
-    def _died(run: _Run) -> SandboxResult:
+    def _died(run: JobRun) -> SandboxResult:
         if run.memory_exceeded:
             return SandboxResult(ok=False, error="memory limit exceeded (the process was killed)")
         code = run.worker.proc.poll()

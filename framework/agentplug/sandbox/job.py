@@ -12,19 +12,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentplug.sandbox.models import FetchCallable, FetchRequest, FetchResponse
-from agentplug.sandbox.process import _encode_frame, _rss_bytes, _Worker
+from agentplug.sandbox.process import Worker, encode_frame, rss_bytes
+
+__all__ = ["MAX_FETCH_BODY", "JobRun"]
 
 _MAX_FETCHES_PER_RUN = 32
-_MAX_FETCH_BODY = 1024 * 1024
+MAX_FETCH_BODY = 1024 * 1024
 _WATCH_INTERVAL_S = 0.05
 
 
-class _Run:
+class JobRun:
     """Host side of one job: frame I/O, fetch bridging, limits."""
 
     def __init__(
         self,
-        worker: _Worker,
+        worker: Worker,
         fetch: FetchCallable | None,
         memory_limit: int,
         max_frame: int,
@@ -68,7 +70,8 @@ class _Run:
                 self.loop.remove_reader(fd)
 
     async def send(self, obj: object, deadline: float) -> None:
-        data = _encode_frame(obj)
+        """Write one frame to the worker; raises TimeoutError at the deadline."""
+        data = encode_frame(obj)
         async with self.write_lock:
             while data:
                 try:
@@ -83,7 +86,7 @@ class _Run:
                 await self._wait_fd(self.wfd, True, remaining)
 
     def _check_memory(self) -> bool:
-        rss = _rss_bytes(self.worker.proc.pid)
+        rss = rss_bytes(self.worker.proc.pid)
         if rss and rss - self.worker.rss_baseline > self.memory_limit:
             self.memory_exceeded = True
             self.worker.kill()
@@ -119,6 +122,7 @@ class _Run:
             await self._wait_fd(self.rfd, False, min(remaining, _WATCH_INTERVAL_S))
 
     async def serve_fetch(self, msg: dict[str, Any], deadline: float) -> None:
+        """Answer one ``fetch`` frame of the worker through the host's fetch callable."""
         rid = msg.get("id")
         reply: dict[str, Any]
         self.fetch_count += 1
@@ -136,8 +140,8 @@ class _Run:
                 )
                 response: FetchResponse = await self.fetch(request)
                 body = response.body
-                if len(body) > _MAX_FETCH_BODY:
-                    body = body[:_MAX_FETCH_BODY]
+                if len(body) > MAX_FETCH_BODY:
+                    body = body[:MAX_FETCH_BODY]
                 reply = {
                     "id": rid,
                     "status": response.status,
@@ -152,5 +156,6 @@ class _Run:
             await self.send(reply, deadline)
 
     def cancel_fetches(self) -> None:
+        """Cancel the fetches still being served."""
         for task in self.fetch_tasks:
             task.cancel()

@@ -1,6 +1,6 @@
 """One sandbox worker process, host side: start it, wait until it is ready, kill it.
 
-Holds :class:`_Worker` (a hardened, idle, single-use process), :func:`_spawn_ready` (which
+Holds :class:`Worker` (a hardened, idle, single-use process), :func:`spawn_ready` (which
 starts ``_worker.py`` with an empty environment in an empty temporary directory) and the frame
 helpers shared with the job channel.
 """
@@ -25,12 +25,14 @@ from typing import Any
 from agentplug.sandbox.errors import SandboxUnavailableError
 from agentplug.sandbox.models import Language
 
+__all__ = ["READY_TIMEOUT_S", "Worker", "encode_frame", "rss_bytes", "spawn_ready"]
+
 _WORKER_PATH = Path(__file__).with_name("_worker.py")
-_READY_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 20.0
 
 
 @dataclass(eq=False)
-class _Worker:
+class Worker:
     """One hardened, idle, single-use worker process."""
 
     language: Language
@@ -42,6 +44,7 @@ class _Worker:
     destroyed: bool = field(default=False)
 
     def alive(self) -> bool:
+        """Whether the process is still running."""
         return self.proc.poll() is None
 
     def kill(self) -> None:
@@ -66,7 +69,8 @@ class _Worker:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _rss_bytes(pid: int) -> int:
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid`` in bytes (0 when it cannot be read)."""
     try:
         with open(f"/proc/{pid}/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -74,12 +78,13 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-def _encode_frame(obj: object) -> bytes:
+def encode_frame(obj: object) -> bytes:
+    """One protocol frame: 4-byte big-endian length, then ``obj`` as UTF-8 JSON."""
     data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
     return struct.pack(">I", len(data)) + data
 
 
-def _spawn_ready(language: Language) -> _Worker:
+def spawn_ready(language: Language) -> Worker:
     """Start a worker and wait (blocking) until it reports ``ready``.
 
     Must be called from the long-lived spawner thread: the worker's parent-death signal
@@ -100,10 +105,10 @@ def _spawn_ready(language: Language) -> _Worker:
         close_fds=True,
         start_new_session=True,  # own process group: killed as a group
     )
-    worker = _Worker(language, proc, workdir)
+    worker = Worker(language, proc, workdir)
     try:
         assert proc.stdout is not None
-        msg = _read_frame_blocking(proc.stdout.fileno(), time.monotonic() + _READY_TIMEOUT_S)
+        msg = _read_frame_blocking(proc.stdout.fileno(), time.monotonic() + READY_TIMEOUT_S)
     except Exception:
         worker.destroy()
         raise
@@ -112,7 +117,7 @@ def _spawn_ready(language: Language) -> _Worker:
         raise SandboxUnavailableError(str(msg.get("error") or f"unexpected frame {msg!r}"))
     worker.layers = tuple(str(x) for x in msg.get("layers", []))
     worker.missing = tuple(str(x) for x in msg.get("missing", []))
-    worker.rss_baseline = _rss_bytes(proc.pid)
+    worker.rss_baseline = rss_bytes(proc.pid)
     return worker
 
 

@@ -17,7 +17,9 @@ import time
 
 from agentplug.sandbox.errors import SandboxUnavailableError
 from agentplug.sandbox.models import Language
-from agentplug.sandbox.process import _spawn_ready, _Worker
+from agentplug.sandbox.process import Worker, spawn_ready
+
+__all__ = ["Spawner"]
 
 _log = logging.getLogger("agentplug.sandbox.code_sandbox")
 
@@ -27,7 +29,7 @@ _log = logging.getLogger("agentplug.sandbox.code_sandbox")
 _REFILL_DEFER_S = 0.25
 
 
-class _Spawner:
+class Spawner:
     """Long-lived threads that start workers: on demand first, then pool refills."""
 
     def __init__(self, pool_size: int, parallel: int = 1) -> None:
@@ -37,7 +39,7 @@ class _Spawner:
         self._due: float | None = None
         """When the pool first fell short of its size (``None``: it is full)."""
         self._cond = threading.Condition()
-        self._ready: dict[Language, collections.deque[_Worker]] = {
+        self._ready: dict[Language, collections.deque[Worker]] = {
             "python": collections.deque(),
             "javascript": collections.deque(),
         }
@@ -46,7 +48,7 @@ class _Spawner:
         self.peak_starting = 0
         """The most refills seen in progress at once (how parallel the refill really was)."""
         self._wanted: set[Language] = set()
-        self._requests: collections.deque[tuple[Language, concurrent.futures.Future[_Worker]]] = (
+        self._requests: collections.deque[tuple[Language, concurrent.futures.Future[Worker]]] = (
             collections.deque()
         )
         self._closed = False
@@ -58,7 +60,7 @@ class _Spawner:
         for thread in self._threads:
             thread.start()
 
-    def acquire(self, language: Language) -> _Worker | concurrent.futures.Future[_Worker]:
+    def acquire(self, language: Language) -> Worker | concurrent.futures.Future[Worker]:
         """A ready worker, or a future that the spawner thread will complete."""
         with self._cond:
             if self._closed:
@@ -72,7 +74,7 @@ class _Spawner:
                     return worker
                 stale = worker
                 threading.Thread(target=stale.destroy, daemon=True).start()
-            fut: concurrent.futures.Future[_Worker] = concurrent.futures.Future()
+            fut: concurrent.futures.Future[Worker] = concurrent.futures.Future()
             self._requests.append((language, fut))
             self._cond.notify_all()
             return fut
@@ -115,7 +117,7 @@ class _Spawner:
 
     def _next_job(
         self,
-    ) -> tuple[Language, concurrent.futures.Future[_Worker] | None] | None:
+    ) -> tuple[Language, concurrent.futures.Future[Worker] | None] | None:
         with self._cond:
             while True:
                 if self._closed:
@@ -153,7 +155,7 @@ class _Spawner:
             if fut is not None and not fut.set_running_or_notify_cancel():
                 continue
             try:
-                worker = _spawn_ready(language)
+                worker = spawn_ready(language)
             except BaseException as exc:
                 if fut is not None:
                     fut.set_exception(exc)

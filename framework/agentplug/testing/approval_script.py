@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from agentplug.core.dispatch import DispatchResult
     from agentplug.services.approvals import ApprovalBroker, ApprovalVerdict, PendingApproval
-    from agentplug.testing.fixture_state import _TestState
+    from agentplug.testing.fixture_state import FixtureState
 
 _DECISIONS: Final = ("allow-once", "allow-always", "deny")
 
@@ -56,7 +56,7 @@ class ApprovalScript:
     by = "scripted"
     """Who its decisions are recorded as."""
 
-    def __init__(self, state: _TestState) -> None:
+    def __init__(self, state: FixtureState) -> None:
         self._state = state
         self.by_tool: dict[str, Decision] = {}
         self.queue: list[Decision] = []

@@ -20,7 +20,7 @@ from agentplug.agent.tools import Tool
 from agentplug.gateway import PluginHost
 from agentplug.services.approvals import TerminalResolver
 from agentplug.testing.conversation_model import ConversationTurn, ScenarioTool
-from agentplug.testing.scenario import Scenario, _resolver
+from agentplug.testing.scenario import Scenario, scripted_resolver
 from agentplug.testing.scenario_check import MISSING, Mismatch, StepExpectation, StepFailure, match
 
 __all__ = ["TurnReport", "check_conversation", "run_conversation", "turn_label"]
@@ -68,7 +68,7 @@ def build_runner(scenario: Scenario, host: PluginHost, *, interactive: bool = Fa
     host's gateway, whose approvals the scenario's scripted decisions answer."""
     settings = {**dict(host.config.agent), **scenario.agent}
     settings.setdefault("model", "scripted/scenario")
-    resolver = _resolver(scenario.approvals)
+    resolver = scripted_resolver(scenario.approvals)
     if resolver is None and interactive:
         resolver = TerminalResolver()  # type: ignore[assignment]
     gateway = host.gateway
@@ -97,7 +97,7 @@ async def run_conversation(
         if on_turn is not None:
             on_turn(index)
         if turn.approvals is not None:
-            runner.broker.use_resolver(_resolver(turn.approvals))
+            runner.broker.use_resolver(scripted_resolver(turn.approvals))
         provider.responses = list(turn.model)
         provider.calls = 0
         provider.requests = []

@@ -9,6 +9,8 @@ from typing import Any, cast
 
 import pytest
 
+__all__ = ["config_mapping", "config_with_markers"]
+
 
 def _deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
@@ -48,7 +50,10 @@ def _plugin_marker_config(marker: pytest.Mark) -> dict[str, Any]:
     return {"plugins": {"entries": {plugin_id: {"config": dict(config)}}}}
 
 
-def _with_markers(base: Mapping[str, Any], node: pytest.Item | pytest.Collector) -> dict[str, Any]:
+def config_with_markers(
+    base: Mapping[str, Any], node: pytest.Item | pytest.Collector
+) -> dict[str, Any]:
+    """``base`` deeply merged with the config markers of ``node`` (the closest wins)."""
     result = copy.deepcopy(dict(base))
     # iter_markers yields the closest marker first; merge the farthest first.
     for marker in reversed(list(node.iter_markers("agentplug_config"))):
@@ -58,7 +63,8 @@ def _with_markers(base: Mapping[str, Any], node: pytest.Item | pytest.Collector)
     return result
 
 
-def _config_mapping(value: object) -> Mapping[str, Any]:
+def config_mapping(value: object) -> Mapping[str, Any]:
+    """The ``agentplug_config`` fixture value as a mapping (a dict, a model, or ``None``)."""
     if isinstance(value, Mapping):
         return value
     dump = getattr(value, "model_dump", None)  # an AgentplugConfig

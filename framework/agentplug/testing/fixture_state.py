@@ -1,5 +1,5 @@
-"""What the fixtures of one test share: :class:`_TestState` (the host and its event
-loop), stashed on the test item by :func:`_state`; and :class:`AgentplugPytestWarning`."""
+"""What the fixtures of one test share: :class:`FixtureState` (the host and its event
+loop), stashed on the test item by :func:`state_for`; and :class:`AgentplugPytestWarning`."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ if TYPE_CHECKING:
 
     from agentplug.gateway import PluginHost
 
+__all__ = ["AgentplugPytestWarning", "FixtureState", "state_for"]
+
 
 class AgentplugPytestWarning(pytest.PytestWarning):
     """A test left something behind (unscripted approval, handler still running)."""
 
 
-class _TestState:
+class FixtureState:
     """What the fixtures of one test share: the host and (lazily) an event loop."""
 
     def __init__(self, host: PluginHost) -> None:
@@ -29,6 +31,7 @@ class _TestState:
         self._hookspecs_loaded = False
 
     def run(self, coro: Any) -> Any:
+        """Run ``coro`` to completion on the test's own event loop (not inside one)."""
         import asyncio
 
         try:
@@ -65,6 +68,7 @@ class _TestState:
                 )
 
     def close(self) -> None:
+        """Close the host (and the loop), warning about handlers still running."""
         host = self.host
         leftover: list[str]
         if self._runner is not None:
@@ -92,14 +96,16 @@ def _declarations_of(module: object) -> list[HookDecl]:
     return list(declarations_in(module))
 
 
-_STATE_KEY = pytest.StashKey[_TestState]()
+_STATE_KEY = pytest.StashKey[FixtureState]()
 
 
-def _state(request: pytest.FixtureRequest, host: PluginHost) -> _TestState:
+def state_for(request: pytest.FixtureRequest, host: PluginHost) -> FixtureState:
+    """The state of ``request``'s test for ``host`` (made, and closed at the end of the
+    test, on first use)."""
     stash: pytest.Stash = request.node.stash
-    state: _TestState | None = stash.get(_STATE_KEY, None)
+    state: FixtureState | None = stash.get(_STATE_KEY, None)
     if state is None or state.host is not host:
-        state = _TestState(host)
+        state = FixtureState(host)
         stash[_STATE_KEY] = state
         request.addfinalizer(state.close)
     return state

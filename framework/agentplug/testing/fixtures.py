@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import pytest
 
 from agentplug.testing.approval_script import ApprovalScript
-from agentplug.testing.fixture_config import _config_mapping, _with_markers
-from agentplug.testing.fixture_state import AgentplugPytestWarning, _state
+from agentplug.testing.fixture_config import config_mapping, config_with_markers
+from agentplug.testing.fixture_state import AgentplugPytestWarning, state_for
 from agentplug.testing.plugin_loader import PluginLoader
 from agentplug.testing.recorder import Dispatcher, DispatchRecorder
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 @pytest.fixture
 def agentplug_config(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The operator config of ``agentplug_host`` (``{}`` plus ``agentplug_config`` markers)."""
-    return _with_markers({}, request.node)
+    return config_with_markers({}, request.node)
 
 
 @pytest.fixture
@@ -37,14 +37,14 @@ def agentplug_gateway(request: pytest.FixtureRequest, agentplug_config: Any) -> 
     a state directory or URL, no installed plugin unless the test asks."""
     from agentplug.gateway import Gateway
 
-    return Gateway(_with_markers(_config_mapping(agentplug_config), request.node))
+    return Gateway(config_with_markers(config_mapping(agentplug_config), request.node))
 
 
 @pytest.fixture
 def agentplug_host(request: pytest.FixtureRequest, agentplug_gateway: Gateway) -> PluginHost:
     """The host of ``agentplug_gateway``: register plugins, dispatch hooks."""
     host = agentplug_gateway.host
-    state = _state(request, host)
+    state = state_for(request, host)
     marker = request.node.get_closest_marker("agentplug_entry_points")
     if marker is not None:
         if marker.args:
@@ -66,13 +66,13 @@ def agentplug_host(request: pytest.FixtureRequest, agentplug_gateway: Gateway) -
 @pytest.fixture
 def agentplug_load(request: pytest.FixtureRequest, agentplug_host: PluginHost) -> PluginLoader:
     """``agentplug_load(obj | "pkg.mod[:attr]" | "entry-point-name", plugin_id=None)``."""
-    return PluginLoader(_state(request, agentplug_host))
+    return PluginLoader(state_for(request, agentplug_host))
 
 
 @pytest.fixture
 def agentplug_dispatch(request: pytest.FixtureRequest, agentplug_host: PluginHost) -> Dispatcher:
     """``agentplug_dispatch(hook, event=None, ctx=None)`` for plain (non-async) tests."""
-    return Dispatcher(_state(request, agentplug_host))
+    return Dispatcher(state_for(request, agentplug_host))
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def agentplug_run(
     """``agentplug_run(coro)``: run a coroutine on the test's event loop (the one the other
     sync helpers use), so handlers that outlive their budget are awaited at teardown
     instead of being cancelled by a second ``asyncio.run`` loop."""
-    state = _state(request, agentplug_host)
+    state = state_for(request, agentplug_host)
 
     def run(coro: Coroutine[Any, Any, T]) -> T:
         return cast("T", state.run(coro))
@@ -104,4 +104,4 @@ def agentplug_approvals(
     request: pytest.FixtureRequest, agentplug_host: PluginHost
 ) -> ApprovalScript:
     """A scriptable approval resolver with an ``ApprovalBroker`` (``.broker``)."""
-    return ApprovalScript(_state(request, agentplug_host))
+    return ApprovalScript(state_for(request, agentplug_host))

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from agentplug.core.host import PluginRecord
     from agentplug.core.loader import DiscoveredPlugin
     from agentplug.gateway import PluginHost
-    from agentplug.testing.fixture_state import _TestState
+    from agentplug.testing.fixture_state import FixtureState
 
 
 class PluginLoader:
@@ -23,7 +23,7 @@ class PluginLoader:
     (``bundled=False``), like ``PluginHost.load_installed``.
     """
 
-    def __init__(self, state: _TestState) -> None:
+    def __init__(self, state: FixtureState) -> None:
         self._state = state
         self._installed: dict[str, DiscoveredPlugin] | None = None
 

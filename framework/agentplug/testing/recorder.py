@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 if TYPE_CHECKING:
     from agentplug.core.dispatch import DispatchResult, HandlerReport
     from agentplug.gateway import PluginHost
-    from agentplug.testing.fixture_state import _TestState
+    from agentplug.testing.fixture_state import FixtureState
 
 
 class Dispatcher:
@@ -21,7 +21,7 @@ class Dispatcher:
     test ends, when the fixture waits for it (``runtime.shutdown_timeout_ms``).
     """
 
-    def __init__(self, state: _TestState) -> None:
+    def __init__(self, state: FixtureState) -> None:
         self._state = state
 
     def __call__(self, hook: str, event: Any = None, ctx: Any = None) -> DispatchResult[Any]:

@@ -67,6 +67,7 @@ __all__ = [
     "load_scenario",
     "parse_scenario",
     "run_scenario",
+    "scripted_resolver",
     "step_label",
 ]
 
@@ -348,7 +349,8 @@ def _opaque(value: Any) -> Any:
     return {"name": name} if isinstance(name, str) else repr(value)
 
 
-def _resolver(approvals: dict[str, Any] | list[str] | None) -> ScriptedResolver | None:
+def scripted_resolver(approvals: dict[str, Any] | list[str] | None) -> ScriptedResolver | None:
+    """The resolver answering a scenario's ``approvals`` (``None``: none scripted)."""
     if approvals is None:
         return None
     if isinstance(approvals, list):
@@ -374,7 +376,7 @@ async def run_scenario(
     """
     host = host or build_host(scenario)
     host.timings = True
-    resolver: ApprovalResolver | None = _resolver(scenario.approvals)
+    resolver: ApprovalResolver | None = scripted_resolver(scenario.approvals)
     if resolver is None and interactive:
         resolver = TerminalResolver()
     broker = host.gateway.approvals

@@ -1,8 +1,8 @@
 """Helpers shared by the built-in action modules (``comms``, ``media``).
 
-Holds the base model of an ``actions.<section>`` settings block (:class:`_Section`), its
-validation into a :class:`~agentplug.core.errors.ConfigError` naming each key
-(:func:`load_settings`), get-or-register of a runtime service (:func:`_get_or_register`) and
+Holds the base model of an ``actions.<section>`` settings block (:class:`SettingsSection`),
+its validation into a :class:`~agentplug.core.errors.ConfigError` naming each key
+(:func:`load_settings`), get-or-register of a runtime service (:func:`get_or_register`) and
 the readers of handler parameters.
 """
 
@@ -17,11 +17,23 @@ from pydantic.alias_generators import to_camel
 from agentplug.actions.model import HandlerOptions
 from agentplug.core.errors import ConfigError
 
+__all__ = [
+    "SettingsSection",
+    "get_or_register",
+    "handler_params",
+    "load_settings",
+    "stripped_text_param",
+    "text_param",
+]
+
 _T = TypeVar("_T")
 _M = TypeVar("_M", bound=BaseModel)
 
 
-class _Section(BaseModel):
+class SettingsSection(BaseModel):
+    """Base of an ``actions.<section>`` settings model: camelCase aliases accepted,
+    unknown keys refused, frozen."""
+
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
@@ -44,7 +56,7 @@ def load_settings(actions: Mapping[str, Any], key: str, model: type[_M]) -> _M:
         raise ConfigError(issues) from None
 
 
-def _get_or_register(runtime: object, name: str, kind: type[_T], factory: Callable[[], _T]) -> _T:
+def get_or_register(runtime: object, name: str, kind: type[_T], factory: Callable[[], _T]) -> _T:
     """The ``name`` service of ``runtime`` when it is a ``kind``; else a new one, registered."""
     get = getattr(runtime, "get_service", None)
     existing = get(name) if callable(get) else None
@@ -62,17 +74,20 @@ def _get_or_register(runtime: object, name: str, kind: type[_T], factory: Callab
     return service
 
 
-def _params(options: HandlerOptions | None) -> Mapping[str, Any]:
+def handler_params(options: HandlerOptions | None) -> Mapping[str, Any]:
+    """The parameters of a handler call (empty without options)."""
     return options.parameters if options is not None else {}
 
 
-def _text_param(params: Mapping[str, Any], name: str) -> str | None:
+def text_param(params: Mapping[str, Any], name: str) -> str | None:
+    """Parameter ``name`` as given when it is a non-blank string, else ``None``."""
     value = params.get(name)
     if isinstance(value, str) and value.strip():
         return value
     return None
 
 
-def _text(params: Mapping[str, Any], name: str) -> str | None:
+def stripped_text_param(params: Mapping[str, Any], name: str) -> str | None:
+    """Parameter ``name`` stripped when it is a non-blank string, else ``None``."""
     value = params.get(name)
     return value.strip() if isinstance(value, str) and value.strip() else None

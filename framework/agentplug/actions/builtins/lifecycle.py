@@ -157,10 +157,10 @@ def _state_dir(host: PluginHost) -> Path:
 def plugin_snapshot(host: PluginHost, state_dir: Path | None = None) -> dict[str, str]:
     """A fingerprint per installed plugin id: distribution, version and ejected source."""
     from agentplug.core.loader import ENTRY_POINT_GROUP, discover
-    from agentplug.plugins.ejected import _plugins_root
+    from agentplug.plugins.ejected import plugins_root
     from agentplug.plugins.manager import source_fingerprint
 
-    root = _plugins_root(state_dir or _state_dir(host))
+    root = plugins_root(state_dir or _state_dir(host))
     snapshot: dict[str, str] = {}
     for found in discover(ENTRY_POINT_GROUP, use_cache=False):
         ejected = source_fingerprint(root / found.name) if found.name else ""

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentplug.actions.model import Action, Message, State
 
-__all__ = ["ParameterExtractor", "StructuredParameterExtractor"]
+__all__ = ["ParameterExtractor", "StructuredParameterExtractor", "first_json_object"]
 
 
 @runtime_checkable
@@ -42,7 +42,7 @@ def _unquote(raw: str) -> str:
     return raw
 
 
-def _first_json_object(text: str) -> tuple[dict[str, Any], int, int] | None:
+def first_json_object(text: str) -> tuple[dict[str, Any], int, int] | None:
     """The first JSON object embedded in ``text`` with its span, or ``None``."""
     decoder = json.JSONDecoder()
     start = text.find("{")
@@ -56,6 +56,12 @@ def _first_json_object(text: str) -> tuple[dict[str, Any], int, int] | None:
             return value, start, end
         start = text.find("{", end)
     return None
+
+
+# The old private name, kept only for agentplug.agent.selection, which another change is
+# rewriting: drop it once that module imports first_json_object (it is a PENDING entry of
+# tests/test_architecture.py, which fails when the import is gone and the entry stays).
+_first_json_object = first_json_object
 
 
 class StructuredParameterExtractor:
@@ -88,7 +94,7 @@ class StructuredParameterExtractor:
         else:
             sources.append({k: v for k, v in content.items() if k != "action"})
         text = message.text
-        found = _first_json_object(text)
+        found = first_json_object(text)
         if found is not None:
             obj, start, end = found
             sources.append(obj)

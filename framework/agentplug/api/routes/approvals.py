@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agentplug.api.responses import _error, _jsonable
+from agentplug.api.responses import error_response, jsonable
 from agentplug.api.routes.base import ApiBase
 from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
 from agentplug.services.approvals.models import ResolveStatus
@@ -58,9 +58,9 @@ class ApprovalRoutes(ApiBase):
                 expire_pending(broker.store, by=broker.gateway)  # rows of dead gateways
                 return JSONResponse({"pending": list_pending(broker.store)})
             except StateStoreUnavailable as exc:
-                return _error(503, f"cannot list pending approvals: {exc}")
+                return error_response(503, f"cannot list pending approvals: {exc}")
         pending = [
-            {**p.summary(), "params": _jsonable(p.params), "created_at": p.created_at}
+            {**p.summary(), "params": jsonable(p.params), "created_at": p.created_at}
             for p in resolver.pending
         ]
         return JSONResponse({"pending": pending})
@@ -70,14 +70,14 @@ class ApprovalRoutes(ApiBase):
         body = await self._body(request)
         decision = body.get("decision")
         if not isinstance(decision, str):
-            return _error(400, "'decision' must be one of allow-once, allow-always, deny")
+            return error_response(400, "'decision' must be one of allow-once, allow-always, deny")
         _, resolver = self._approvals()
         # With a shared broker this decides an approval pending on any gateway sharing the
         # store, exactly once; a loser hears who won and when.
         reply = resolver.resolve(approval_id, decision, by=self.approvals_by)
         if not reply.ok:
             extra = {"refused": reply.status, "by": reply.by, "at": reply.at}
-            return _error(_STATUS_CODES.get(reply.status, 400), reply.message, **extra)
+            return error_response(_STATUS_CODES.get(reply.status, 400), reply.message, **extra)
         return JSONResponse(
             {
                 "ok": True,
@@ -97,5 +97,5 @@ class ApprovalRoutes(ApiBase):
         grant_id = request.path_params["grant_id"]
         broker, _ = self._approvals()
         if not broker.revoke_grant(grant_id):
-            return _error(404, f"no standing grant {grant_id!r}")
+            return error_response(404, f"no standing grant {grant_id!r}")
         return JSONResponse({"revoked": grant_id})

@@ -35,7 +35,7 @@ from agentplug.actions.custom import (
 )
 from agentplug.actions.model import Action
 from agentplug.actions.registry import ActionConflictError, normalize_action_name
-from agentplug.api.responses import _error
+from agentplug.api.responses import error_response
 from agentplug.api.routes.base import ApiBase
 from agentplug.core.datafiles import DataFileError, read_data_file
 from agentplug.core.redaction import scrub_data
@@ -167,7 +167,7 @@ class CustomActionRoutes(ApiBase):
         entries = self._entries()
         index = self._find(entries, action_id)
         if index is None:
-            return _error(404, f"no custom action with id {action_id!r}")
+            return error_response(404, f"no custom action with id {action_id!r}")
         return JSONResponse(self._dump(self._validate(entries[index])))
 
     async def actions_create(self, request: Request) -> Response:
@@ -184,27 +184,27 @@ class CustomActionRoutes(ApiBase):
                 raw["id"] = _new_id(str(raw.get("name") or "action"))
             defn = self._validate(raw)
             if self._find(entries, defn.id) is not None:
-                return _error(409, f"a custom action with id {defn.id!r} already exists")
+                return error_response(409, f"a custom action with id {defn.id!r} already exists")
             clash = self._name_clash(entries, defn, None)
             if clash is not None:
-                return _error(409, clash)
+                return error_response(409, clash)
             try:
                 self._register(defn)
             except ActionConflictError as exc:
-                return _error(409, str(exc))
+                return error_response(409, str(exc))
             entries.append(self._dump(defn))
             try:
                 self._write_config_file(data)
             except OSError as exc:
                 self._unregister(defn.name)
-                return _error(500, f"cannot write config file: {exc}")
+                return error_response(500, f"cannot write config file: {exc}")
         return JSONResponse(self._dump(defn), status_code=201)
 
     async def actions_update(self, request: Request) -> Response:
         action_id = request.path_params["action_id"]
         body = await self._body(request)
         if body.get("id", action_id) != action_id:
-            return _error(
+            return error_response(
                 400, f"the body's id {body.get('id')!r} differs from the URL's {action_id!r}"
             )
         async with self._config_lock:
@@ -212,7 +212,7 @@ class CustomActionRoutes(ApiBase):
             entries: list[Any] = data[CONFIG_KEY]
             index = self._find(entries, action_id)
             if index is None:
-                return _error(404, f"no custom action with id {action_id!r}")
+                return error_response(404, f"no custom action with id {action_id!r}")
             old = entries[index]
             created = old.get("createdAt") or old.get("created_at") or _now_iso()
             raw = {**body, "id": action_id, "createdAt": created, "updatedAt": _now_iso()}
@@ -222,21 +222,21 @@ class CustomActionRoutes(ApiBase):
             defn = self._validate(raw)
             clash = self._name_clash(entries, defn, index)
             if clash is not None:
-                return _error(409, clash)
+                return error_response(409, clash)
             old_name = old.get("name")
             previous = self._unregister(old_name) if isinstance(old_name, str) else None
             try:
                 self._register(defn)
             except ActionConflictError as exc:
                 self._restore(previous)
-                return _error(409, str(exc))
+                return error_response(409, str(exc))
             entries[index] = self._dump(defn)
             try:
                 self._write_config_file(data)
             except OSError as exc:
                 self._unregister(defn.name)
                 self._restore(previous)
-                return _error(500, f"cannot write config file: {exc}")
+                return error_response(500, f"cannot write config file: {exc}")
         return JSONResponse(self._dump(defn))
 
     async def actions_delete(self, request: Request) -> Response:
@@ -246,7 +246,7 @@ class CustomActionRoutes(ApiBase):
             entries: list[Any] = data[CONFIG_KEY]
             index = self._find(entries, action_id)
             if index is None:
-                return _error(404, f"no custom action with id {action_id!r}")
+                return error_response(404, f"no custom action with id {action_id!r}")
             old = entries.pop(index)
             name = old.get("name")
             previous = self._unregister(name) if isinstance(name, str) else None
@@ -254,7 +254,7 @@ class CustomActionRoutes(ApiBase):
                 self._write_config_file(data)
             except OSError as exc:
                 self._restore(previous)
-                return _error(500, f"cannot write config file: {exc}")
+                return error_response(500, f"cannot write config file: {exc}")
         return JSONResponse({"deleted": action_id})
 
     async def actions_test(self, request: Request) -> Response:
@@ -262,18 +262,18 @@ class CustomActionRoutes(ApiBase):
         body = await self._body(request)
         params = body.get("params", {})
         if not isinstance(params, dict):
-            return _error(400, "'params' must be an object of parameter values")
+            return error_response(400, "'params' must be an object of parameter values")
         entries = self._entries()
         index = self._find(entries, action_id)
         if index is None:
-            return _error(404, f"no custom action with id {action_id!r}")
+            return error_response(404, f"no custom action with id {action_id!r}")
         defn = self._validate(entries[index])
         services = self.gateway.actions.custom_action_services()
         is_code = isinstance(defn.handler, CodeHandlerDef)
         if is_code:
             # Checked and counted without an await in between: the limit is exact.
             if self._code_tests >= MAX_ACTIVE_CODE_TESTS:
-                return _error(
+                return error_response(
                     429,
                     f"{self._code_tests} code-action tests are still running (the limit is "
                     f"{MAX_ACTIVE_CODE_TESTS}); wait for one to finish",

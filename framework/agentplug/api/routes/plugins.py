@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agentplug.api.responses import _error, _jsonable
+from agentplug.api.responses import error_response, jsonable
 from agentplug.api.routes.base import ApiBase
 from agentplug.core.errors import AgentplugError
 
@@ -49,15 +49,17 @@ class PluginRoutes(ApiBase):
         body = await self._body(request)
         spec = body.get("spec")
         if not isinstance(spec, str) or not spec.strip():
-            return _error(400, "'spec' must be a non-empty requirement, e.g. 'my-plugin>=1'")
+            return error_response(
+                400, "'spec' must be a non-empty requirement, e.g. 'my-plugin>=1'"
+            )
         try:
             result = await self._manager().install(spec.strip(), requested_by="api")
         except AgentplugError as exc:  # bad spec, settings, download or pip failure
-            return _error(400, f"cannot install {spec.strip()!r}: {exc}")
-        payload = _jsonable(result)
+            return error_response(400, f"cannot install {spec.strip()!r}: {exc}")
+        payload = jsonable(result)
         reason = _blocked_reason(result)
         if reason is not None:
-            return _error(403, reason, result=payload)
+            return error_response(403, reason, result=payload)
         return JSONResponse(payload)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from agentplug.api.responses import _error
+from agentplug.api.responses import error_response
 from agentplug.api.routes.base import ApiBase
 from agentplug.services.sessions import (
     MAX_EXTENSION_STATE_BYTES,
@@ -40,22 +40,22 @@ class SessionRoutes(ApiBase):
         try:
             return JSONResponse(self.gateway.sessions.session_row(key))
         except SessionStateError as exc:
-            return _error(400, str(exc))
+            return error_response(400, str(exc))
 
     async def sessions_patch_plugin(self, request: Request) -> Response:
         key = request.path_params["session_key"]
         plugin_id = request.path_params["plugin_id"]
         patch = await self._body(request, MAX_PATCH_BODY_BYTES)
         if plugin_id not in {record.plugin_id for record in self.host.plugins}:
-            return _error(404, f"no plugin {plugin_id!r} is loaded (see GET /api/sessions)")
+            return error_response(404, f"no plugin {plugin_id!r} is loaded (see GET /api/sessions)")
         try:
             state = patch_plugin_extensions(self.gateway.sessions, key, plugin_id, patch)
         except ExtensionOwnerError as exc:
-            return _error(403, str(exc))
+            return error_response(403, str(exc))
         except UnknownExtensionError as exc:
-            return _error(404, str(exc))
+            return error_response(404, str(exc))
         except ExtensionStateTooLarge as exc:
-            return _error(413, str(exc))
+            return error_response(413, str(exc))
         except SessionStateError as exc:
-            return _error(400, str(exc))
+            return error_response(400, str(exc))
         return JSONResponse({"session_key": key, "plugin_id": plugin_id, "state": state})

@@ -27,8 +27,8 @@ from agentplug.actions.builtins.comms.runs import (
     TerminalRuns,
 )
 from agentplug.actions.builtins.comms.settings import DEFAULT_MAX_ACTIVE_RUNS
-from agentplug.api.guard import _deny
-from agentplug.api.responses import _error
+from agentplug.api.guard import deny
+from agentplug.api.responses import error_response
 from agentplug.api.routes.base import ApiBase
 
 __all__ = [
@@ -54,37 +54,41 @@ class TerminalRoutes(ApiBase):
         body = await self._body(request)
         command = body.get("command")
         if not isinstance(command, str) or not command.strip():
-            return _error(400, "'command' must be a non-empty string (the shell command line)")
+            return error_response(
+                400, "'command' must be a non-empty string (the shell command line)"
+            )
         if "\x00" in command:
-            return _error(400, "'command' contains a NUL byte")
+            return error_response(400, "'command' contains a NUL byte")
         cwd = body.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
-            return _error(
+            return error_response(
                 400, "'cwd' must be a string relative to the terminal's working directory"
             )
         runs = self.terminal_runs
         try:
             settings = runs.settings()
         except ShellRefused as exc:
-            return _error(exc.status, str(exc))
+            return error_response(exc.status, str(exc))
         timeout = body.get("timeout_s", settings.timeout_seconds)
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
             or not 0 < timeout <= MAX_TIMEOUT_S
         ):
-            return _error(400, f"'timeout_s' must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]")
+            return error_response(
+                400, f"'timeout_s' must be a number of seconds in (0, {MAX_TIMEOUT_S:g}]"
+            )
         try:
             run = runs.start(command, cwd=cwd, timeout_s=float(timeout), source="api")
         except ShellRefused as exc:
-            return _error(exc.status, str(exc))
+            return error_response(exc.status, str(exc))
         return JSONResponse({"run_id": run.run_id}, status_code=202)
 
     async def terminal_status(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
         run = self.terminal_runs.get(run_id)
         if run is None:
-            return _error(404, f"no terminal run {run_id!r}")
+            return error_response(404, f"no terminal run {run_id!r}")
         status = self._hub().status(run_id)
         return JSONResponse(run.to_json(status.chunks if status is not None else None))
 
@@ -92,7 +96,7 @@ class TerminalRoutes(ApiBase):
         run_id = websocket.path_params["run_id"]
         run = self.terminal_runs.get(run_id)
         if run is None:
-            await _deny(
+            await deny(
                 websocket.scope,
                 websocket.receive,
                 websocket.send,

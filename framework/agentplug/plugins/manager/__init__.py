@@ -35,6 +35,15 @@ and an exclusive file lock under ``<state_dir>/locks/`` across processes.
 The loader prefers an ejected copy through :func:`activate_ejected_source` (or the lower
 level :func:`ejected_source`).
 
+:class:`PluginManager` (``facade.py``) builds its collaborators once and delegates to them:
+:class:`CommandRunner` (``runner.py``, every pip and git command), ``OperationLocks``
+(``locking.py``), ``Distributions`` (``distributions.py``, what is installed),
+``PipCommands`` (``pip_commands.py``), ``SourceFetcher`` (``sources.py``, where upstream
+is and fetching it), ``InstallChecks`` (``checks.py``), ``WorkingCopies``
+(``working_copies.py``, the ejected folders and their records), and one class per
+operation: ``Installer``, ``Ejector``, ``Syncer``, ``Reinjector`` and ``CoreLocator``
+(``core_status``).
+
 Settings (``actions.plugins`` in the operator config)::
 
     {"actions": {"plugins": {"index_url": "https://pypi.org/simple",
@@ -80,11 +89,12 @@ from agentplug.plugins.manager.reports import (
     SyncReport,
     UnknownPluginError,
 )
-from agentplug.plugins.manager.runner import _Runner as _Runner  # tests patch _Runner.run
+from agentplug.plugins.manager.runner import CommandRunner
 
 __all__ = [
     "DEFAULT_STATE_DIR",
     "RECORD_FILE",
+    "CommandRunner",
     "CoreStatus",
     "EjectReport",
     "EjectedPlugin",

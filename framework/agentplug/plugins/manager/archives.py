@@ -21,9 +21,18 @@ from packaging.version import InvalidVersion, Version
 
 from agentplug.plugins.manager.reports import PluginManagerError
 
+__all__ = [
+    "PreparedDistribution",
+    "extract_archive",
+    "find_import_roots",
+    "normalize_version",
+    "prepare_downloads",
+    "sdist_version",
+]
+
 
 @dataclass(frozen=True)
-class _Prepared:
+class PreparedDistribution:
     """One downloaded distribution, ready for the install checks."""
 
     path: Path
@@ -33,10 +42,13 @@ class _Prepared:
 
     @property
     def key(self) -> tuple[str, str | None]:
-        return canonicalize_name(self.name), _norm_version(self.version)
+        """(canonical name, normalized version): how pip's install plan names it."""
+        return canonicalize_name(self.name), normalize_version(self.version)
 
 
-def _norm_version(version: str | None) -> str | None:
+def normalize_version(version: str | None) -> str | None:
+    """``version`` in its normal form (``1.0.0`` stays ``1.0.0``, ``01.2`` is ``1.2``);
+    a version ``packaging`` cannot parse is kept as it is."""
     if version is None:
         return None
     try:
@@ -45,10 +57,10 @@ def _norm_version(version: str | None) -> str | None:
         return version
 
 
-def _prepared(files: Sequence[Path], wanted: str, spec: str) -> list[_Prepared]:
+def prepare_downloads(files: Sequence[Path], wanted: str, spec: str) -> list[PreparedDistribution]:
     """The downloaded distributions, the requested one first, then by name. Fails when
     the requested one is missing or a name comes twice (fail closed)."""
-    items = [_Prepared(path, *_inspect_archive(path)) for path in files]
+    items = [PreparedDistribution(path, *_inspect_archive(path)) for path in files]
     names = [canonicalize_name(item.name) for item in items]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -91,14 +103,17 @@ def _archive_members(path: Path) -> list[str]:
         return tf.getnames()
 
 
-def _sdist_version(folder: Path) -> str | None:
+def sdist_version(folder: Path) -> str | None:
+    """The version in the name of the sdist downloaded into ``folder`` (``None``: none)."""
     for file in folder.iterdir() if folder.is_dir() else []:
         with contextlib.suppress(InvalidSdistFilename):
             return str(parse_sdist_filename(file.name)[1])
     return None
 
 
-def _extract(archive: Path, dest: Path) -> None:
+def extract_archive(archive: Path, dest: Path) -> None:
+    """Unpack a zip or tar ``archive`` into the new folder ``dest``; a member that would
+    land outside it (or a link out of it) raises :class:`PluginManagerError`."""
     dest.mkdir(parents=True)
     if archive.name.endswith(".zip"):
         with zipfile.ZipFile(archive) as zf:
@@ -115,7 +130,7 @@ def _extract(archive: Path, dest: Path) -> None:
             raise PluginManagerError(f"{archive.name}: unsafe archive member ({exc})") from None
 
 
-def _import_roots(
+def find_import_roots(
     tree: Path, top_level: Sequence[str], subdirectory: str | None = None
 ) -> list[str]:
     """Folders of ``tree`` (relative) holding the distribution's top-level modules."""

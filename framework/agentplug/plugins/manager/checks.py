@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from agentplug.plugins.manager.base import _ManagerBase
+from agentplug.plugins.manager.archives import PreparedDistribution
 from agentplug.plugins.manager.reports import PluginManagerError
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
     from agentplug.services.install import InstallDecision
+
+__all__ = ["InstallBlockedError", "InstallChecks", "Operation", "TreeCheck", "tree_files"]
 
 Operation = Literal["install", "eject", "sync", "reinject"]
 TreeCheck = Callable[[Path, str, "str | None", "str | None", "list[str] | None"], None]
@@ -59,26 +60,32 @@ def tree_files(folder: Path) -> list[str]:
     return found
 
 
-class _ChecksMixin(_ManagerBase):
-    """Build the check an operation runs (from its worker thread) before changing disk."""
+class InstallChecks:
+    """Runs the install checks of ``host`` (no host: every operation that changes code
+    fails closed)."""
 
-    def _install_host(self) -> PluginHost:
-        if self.host is None:  # fail closed: no host, no install checks, no change
+    def __init__(self, host: PluginHost | None, source_label: str) -> None:
+        self._host = host
+        self._source_label = source_label
+
+    def require_host(self) -> PluginHost:
+        """The host whose checks decide; without one, nothing may be changed."""
+        if self._host is None:  # fail closed: no host, no install checks, no change
             raise PluginManagerError(
                 "installing, ejecting, syncing or reinjecting needs a host: the install "
                 "policy and before_install plugins must check the code first "
                 "(PluginManager(host, ...))"
             )
-        return self.host
+        return self._host
 
-    def _tree_check(
+    def tree_check(
         self, operation: Operation, plugin_id: str, requested_by: str | None
     ) -> TreeCheck:
         """A check for ``operation`` that the worker thread calls with each tree; it runs
         ``check_install`` on the calling event loop (which is waiting for the thread)."""
         from agentplug.services.install import check_install
 
-        host = self._install_host()
+        host = self.require_host()
         loop = asyncio.get_running_loop()
 
         def check(
@@ -108,12 +115,25 @@ class _ChecksMixin(_ManagerBase):
 
         return check
 
-    def _git_tree(self, repo: Path, commit: str, into: Path) -> Path:
-        """Write the tree of ``commit`` of ``repo`` into the folder ``into`` (for checks)."""
-        archive = into.with_suffix(".tar")
-        self._runner.git(repo, "archive", "--format=tar", "-o", str(archive), commit)
-        into.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(into, filter="data")
-        archive.unlink()
-        return into
+    async def check_download(
+        self, item: PreparedDistribution, requested_by: str | None, dependency_of: str | None
+    ) -> InstallDecision:
+        """The decision on one downloaded file of an install (``dependency_of``: the
+        requested package, when ``item`` is one of its dependencies)."""
+        from agentplug.services.install import check_install
+
+        host = self.require_host()
+        source = self._source_label
+        event = {
+            "kind": "plugin",
+            "operation": "install",
+            "name": item.name,
+            "version": item.version,
+            "source": source,
+            "path": str(item.path),
+            "files": item.files,
+            "requested": dependency_of is None,
+            "dependency_of": dependency_of,
+        }
+        ctx = {"requested_by": requested_by, "source": source}
+        return await check_install(host, event, ctx)

@@ -1,4 +1,5 @@
-"""The agentplug core itself: eject, sync and reinject its source, and where it runs from."""
+"""Where the agentplug core runs from: the installed package or its ejected source, with
+versions and commits of both."""
 
 from __future__ import annotations
 
@@ -7,75 +8,50 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
+from agentplug.plugins.ejected import read_record
+from agentplug.plugins.manager.distributions import Distributions, InstalledDistribution
+from agentplug.plugins.manager.locating import path_from_url
+from agentplug.plugins.manager.reports import CoreStatus
+from agentplug.plugins.manager.runner import CommandRunner
+from agentplug.plugins.manager.sources import SourceFetcher
+from agentplug.plugins.manager.working_copies import WorkingCopies
 
-from agentplug.plugins.ejected import _read_record
-from agentplug.plugins.manager.checks import TreeCheck
-from agentplug.plugins.manager.distributions import _Dist
-from agentplug.plugins.manager.eject import _EjectMixin
-from agentplug.plugins.manager.listing import _ListingMixin
-from agentplug.plugins.manager.reinject import _ReinjectMixin
-from agentplug.plugins.manager.reports import (
-    CoreStatus,
-    EjectReport,
-    PluginManagerError,
-    ReinjectReport,
-    SyncReport,
-)
-from agentplug.plugins.manager.sources import _path_from_url
-from agentplug.plugins.manager.sync import _SyncMixin
+__all__ = ["CoreLocator"]
 
 
-class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
-    """``eject_core``, ``sync_core``, ``reinject_core`` and ``core_status``."""
+class CoreLocator:
+    """Tells where the core distribution ``core_distribution`` (imported as
+    ``core_module``) runs from, and what the installed and the ejected copy are."""
 
-    async def eject_core(self, *, requested_by: str | None = None) -> EjectReport:
-        """Put agentplug's own source under ``<state_dir>/core/agentplug`` (git), through
-        the install checks like :meth:`eject`."""
-        name = canonicalize_name(self.core_distribution)
-        check = self._tree_check("eject", name, requested_by)
-        return await self._locked("core", self._eject_core, check)
+    def __init__(
+        self,
+        core_distribution: str,
+        core_module: str,
+        distributions: Distributions,
+        sources: SourceFetcher,
+        copies: WorkingCopies,
+        runner: CommandRunner,
+    ) -> None:
+        self._core_distribution = core_distribution
+        self._core_module = core_module
+        self._distributions = distributions
+        self._sources = sources
+        self._copies = copies
+        self._runner = runner
 
-    def _eject_core(self, check: TreeCheck) -> EjectReport:
-        final = self.core_dir
-        if final.exists():
-            raise PluginManagerError(
-                f"{self.core_distribution} is already ejected at {final}; sync it "
-                "(SYNC_CORE) or reinject it first (REINJECT_CORE)"
-            )
-        found = self._find_distribution(self.core_distribution)
-        if found is None:
-            raise PluginManagerError(f"distribution {self.core_distribution!r} is not installed")
-        name = canonicalize_name(self.core_distribution)
-        return self._eject_into(name, found, final, True, check)
-
-    async def sync_core(self, *, requested_by: str | None = None) -> SyncReport:
-        """Fetch and merge upstream into the ejected core (upstream checked first)."""
-        name = canonicalize_name(self.core_distribution)
-        check = self._tree_check("sync", name, requested_by)
-        return await self._locked("core", self._sync_folder, name, self.core_dir, check)
-
-    async def reinject_core(self, *, requested_by: str | None = None) -> ReinjectReport:
-        """Remove the ejected core so the installed package runs again (that package is
-        checked first)."""
-        name = canonicalize_name(self.core_distribution)
-        check = self._tree_check("reinject", name, requested_by)
-        found = self._find_distribution(self.core_distribution)
-        return await self._locked("core", self._remove, name, self.core_dir, check, found)
-
-    def core_status(self) -> CoreStatus:
-        """Whether agentplug runs from the installed package or an ejected source."""
-        found = self._find_distribution(self.core_distribution)
-        module = sys.modules.get(self.core_module)
+    def status(self) -> CoreStatus:
+        """Whether the core runs from the installed package or an ejected source."""
+        found = self._distributions.find(self._core_distribution)
+        module = sys.modules.get(self._core_module)
         location: Path | None = None
         if module is not None and getattr(module, "__file__", None):
             location = Path(str(module.__file__)).resolve().parent
-        elif (spec := importlib.util.find_spec(self.core_module)) is not None and spec.origin:
+        elif (spec := importlib.util.find_spec(self._core_module)) is not None and spec.origin:
             location = Path(spec.origin).resolve().parent
         installed_commit = self._installed_commit(found) if found else None
-        folder = self.core_dir
-        record = _read_record(folder) if folder.is_dir() else None
-        ejected = None if record is None else self._describe(folder.name, folder)
+        folder = self._copies.core_dir
+        record = read_record(folder) if folder.is_dir() else None
+        ejected = None if record is None else self._copies.describe(folder.name, folder)
         running_ejected = bool(
             record is not None and location is not None and location.is_relative_to(folder)
         )
@@ -87,7 +63,7 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
             version = found.version if found else None
             commit = installed_commit
         return CoreStatus(
-            distribution=found.name if found else self.core_distribution,
+            distribution=found.name if found else self._core_distribution,
             running_from="ejected" if running_ejected else "installed",
             version=version,
             commit=commit,
@@ -100,11 +76,13 @@ class _CoreMixin(_EjectMixin, _SyncMixin, _ReinjectMixin, _ListingMixin):
             restart_required=(record is not None) != running_ejected,
         )
 
-    def _installed_commit(self, found: _Dist) -> str | None:
-        source = self._resolve_source(found)
+    def _installed_commit(self, found: InstalledDistribution) -> str | None:
+        """The commit ``found`` was installed from (recorded, or the head of the local
+        repository it was installed from)."""
+        source = self._sources.resolve(found)
         if source.commit:
             return source.commit
-        path = _path_from_url(source.url) if source.kind == "git" and source.url else None
+        path = path_from_url(source.url) if source.kind == "git" and source.url else None
         if path is not None and path.is_dir():
             probe = self._runner.git(path, "rev-parse", "HEAD", check=False)
             return probe.stdout.strip() or None

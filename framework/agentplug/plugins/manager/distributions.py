@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,22 +10,28 @@ from typing import Any
 import importlib_metadata
 from packaging.utils import canonicalize_name
 
-from agentplug.plugins.manager.base import _ManagerBase
 from agentplug.plugins.manager.reports import PluginManagerError, UnknownPluginError
+
+__all__ = ["Distributions", "InstalledDistribution"]
 
 
 @dataclass(frozen=True)
-class _Dist:
+class InstalledDistribution:
+    """An installed distribution found on the search path (and the plugin module of its
+    entry point, when it was found by plugin id)."""
+
     name: str
     version: str | None
     dist: Any  # importlib_metadata.Distribution
     entry_module: str | None = None
 
     def text(self, name: str) -> str | None:
+        """The metadata file ``name`` (``INSTALLER``, ``direct_url.json``...), if any."""
         value = self.dist.read_text(name)
         return value if isinstance(value, str) else None
 
     def top_level(self) -> list[str]:
+        """The top-level import names the distribution installs, sorted."""
         names: list[str] = []
         listed = self.text("top_level.txt")
         if listed:
@@ -45,10 +52,20 @@ class _Dist:
         return sorted(dict.fromkeys(n for n in names if n.isidentifier()))
 
 
-class _DistributionsMixin(_ManagerBase):
-    """Look up installed distributions (on ``sys.path`` and the install target)."""
+class Distributions:
+    """Looks up installed distributions on ``sys.path`` and, first, the install target
+    (``actions.plugins.target``) when there is one."""
 
-    def find_plugin(self, plugin_id: str) -> _Dist | None:
+    def __init__(self, target: str | None) -> None:
+        self._target = target
+
+    def search_path(self) -> list[str]:
+        """Where to look: the install target (when set), then ``sys.path`` as it is now."""
+        if self._target:
+            return [str(Path(self._target).resolve()), *sys.path]
+        return list(sys.path)
+
+    def find_plugin(self, plugin_id: str) -> InstalledDistribution | None:
         """The installed distribution providing plugin ``plugin_id`` (entry point of group
         ``agentplug``), or the distribution called ``plugin_id``; ``None`` if neither.
 
@@ -57,52 +74,57 @@ class _DistributionsMixin(_ManagerBase):
         from agentplug.core.loader import ENTRY_POINT_GROUP
 
         wanted = canonicalize_name(plugin_id)
-        by_entry: list[_Dist] = []
-        by_name: list[_Dist] = []
-        for dist in importlib_metadata.distributions(path=self._search_path()):
+        by_entry: list[InstalledDistribution] = []
+        by_name: list[InstalledDistribution] = []
+        for dist in importlib_metadata.distributions(path=self.search_path()):
             name = dist.metadata["Name"] if dist.metadata else None
             if not name:
                 continue
             for ep in dist.entry_points:
                 if ep.group == ENTRY_POINT_GROUP and ep.name == plugin_id:
-                    by_entry.append(_Dist(name, dist.version, dist, ep.value.split(":")[0]))
+                    by_entry.append(
+                        InstalledDistribution(name, dist.version, dist, ep.value.split(":")[0])
+                    )
                     break
             else:
                 if canonicalize_name(name) == wanted:
-                    by_name.append(_Dist(name, dist.version, dist))
+                    by_name.append(InstalledDistribution(name, dist.version, dist))
         for group in (by_entry, by_name):
             installed = [d for d in group if d.text("INSTALLER") or d.text("direct_url.json")]
             if installed or group:
                 return (installed or group)[0]
         return None
 
-    def _find_distribution(self, name: str) -> _Dist | None:
+    def find(self, name: str) -> InstalledDistribution | None:
         """The installed distribution ``name``; an installer's ``.dist-info`` wins over a
         build's ``.egg-info`` left in a source folder that is also on ``sys.path``."""
         wanted = canonicalize_name(name)
-        matches: list[_Dist] = []
-        for dist in importlib_metadata.distributions(path=self._search_path()):
+        matches: list[InstalledDistribution] = []
+        for dist in importlib_metadata.distributions(path=self.search_path()):
             dname = dist.metadata["Name"] if dist.metadata else None
             if dname and canonicalize_name(dname) == wanted:
-                matches.append(_Dist(dname, dist.version, dist))
+                matches.append(InstalledDistribution(dname, dist.version, dist))
         installed = [m for m in matches if m.text("INSTALLER") or m.text("direct_url.json")]
         chosen = installed or matches
         return chosen[0] if chosen else None
 
-    def _installed_plugin_ids(self) -> list[str]:
+    def installed_plugin_ids(self) -> list[str]:
+        """Every plugin id an installed distribution declares (entry-point group
+        ``agentplug``), sorted."""
         from agentplug.core.loader import ENTRY_POINT_GROUP
 
         return sorted(
             {
                 ep.name
-                for dist in importlib_metadata.distributions(path=self._search_path())
+                for dist in importlib_metadata.distributions(path=self.search_path())
                 for ep in dist.entry_points
                 if ep.group == ENTRY_POINT_GROUP
             }
         )
 
-    def _unknown(self, plugin_id: str) -> PluginManagerError:
-        known = self._installed_plugin_ids()
+    def unknown(self, plugin_id: str) -> PluginManagerError:
+        """The error for an id no installed plugin has (it lists the ids that exist)."""
+        known = self.installed_plugin_ids()
         listing = ", ".join(known[:20]) if known else "none"
         return UnknownPluginError(
             f"no installed plugin {plugin_id!r} (installed plugin ids: {listing}); "

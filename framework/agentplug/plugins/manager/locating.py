@@ -1,19 +1,24 @@
-"""Locating and fingerprinting ejected sources (used by the loader and the supervisor)."""
+"""Locating and fingerprinting ejected sources (used by the loader and the supervisor), and
+the local path a URL names."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
 
-from agentplug.plugins.ejected import CORE_DISTRIBUTION, _core_root, _roots_of
+from agentplug.plugins.ejected import CORE_DISTRIBUTION, core_root, import_roots_of
+
+__all__ = ["core_import_roots", "path_from_url", "source_fingerprint"]
 
 
 def core_import_roots(state_dir: str | Path, distribution: str = CORE_DISTRIBUTION) -> list[Path]:
     """Import roots of an ejected agentplug core (``[]`` when not ejected)."""
-    return _roots_of(_core_root(Path(state_dir)) / canonicalize_name(distribution))
+    return import_roots_of(core_root(Path(state_dir)) / canonicalize_name(distribution))
 
 
 def source_fingerprint(folder: Path) -> str:
@@ -32,3 +37,12 @@ def source_fingerprint(folder: Path) -> str:
             rel = path.relative_to(folder).as_posix()
             digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def path_from_url(url: str) -> Path | None:
+    """The local path a ``file://`` URL or a plain path names (``None``: not local)."""
+    if url.startswith("file://"):
+        return Path(unquote(urlparse(url).path))
+    if url.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", url):
+        return Path(url)
+    return None

@@ -1,10 +1,47 @@
-"""Exclusive file lock that serialises operations on one plugin across processes."""
+"""Serialising the operations on one plugin (or the core): an :class:`asyncio.Lock` per
+key inside the process, and an exclusive file lock under ``<state_dir>/locks/`` across
+processes."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import re
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+__all__ = ["OperationLocks"]
+
+_T = TypeVar("_T")
+
+
+class OperationLocks:
+    """One lock per key (``plugin-<id>``, ``dist-<name>``, ``core``), held across the
+    processes that share ``state_dir``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self._state_dir = state_dir
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def serialized(self, key: str) -> AsyncIterator[None]:
+        """Hold ``key``'s lock: first the one of this process, then the file lock (taken
+        in a worker thread, so waiting for another process does not block the loop)."""
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", key)
+            file_lock = _FileLock(self._state_dir / "locks" / f"{safe}.lock")
+            await asyncio.to_thread(file_lock.acquire)
+            try:
+                yield
+            finally:
+                file_lock.release()
+
+    async def run_locked(self, key: str, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` in a worker thread while holding ``key``'s lock."""
+        async with self.serialized(key):
+            return await asyncio.to_thread(fn, *args)
 
 
 class _FileLock:

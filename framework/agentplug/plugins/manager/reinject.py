@@ -7,38 +7,32 @@ import os
 import shutil
 from pathlib import Path
 
-from agentplug.plugins.ejected import activate_ejected_source
-from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
-from agentplug.plugins.manager.distributions import _Dist, _DistributionsMixin
+from agentplug.plugins.manager.checks import TreeCheck
+from agentplug.plugins.manager.distributions import Distributions, InstalledDistribution
 from agentplug.plugins.manager.reports import ReinjectReport
+from agentplug.plugins.manager.working_copies import WorkingCopies
+
+__all__ = ["Reinjector"]
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _ReinjectMixin(_DistributionsMixin, _ChecksMixin):
-    """:meth:`reinject` (and the removal itself, shared with the core)."""
+class Reinjector:
+    """Removes a working copy so the installed package loads again, once the install
+    checks have passed that package."""
 
-    async def reinject(self, plugin_id: str, *, requested_by: str | None = None) -> ReinjectReport:
-        """Remove ``plugin_id``'s ejected copy so the installed package loads again.
+    def __init__(self, copies: WorkingCopies, distributions: Distributions) -> None:
+        self._copies = copies
+        self._distributions = distributions
 
-        The installed package that becomes importable goes through the install checks
-        first; a block raises
-        :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and keeps the copy.
-        """
-        self._check_id(plugin_id)
-        folder = self.ejected_path(plugin_id)
-        check = self._tree_check("reinject", plugin_id, requested_by)
-        report = await self._locked(
-            f"plugin-{plugin_id}", self._remove, plugin_id, folder, check, None
-        )
-        activate_ejected_source(self.state_dir, plugin_id)  # drop it from sys.path
-        return report
-
-    def _remove(
-        self, plugin_id: str, folder: Path, check: TreeCheck, found: _Dist | None
+    def remove(
+        self, plugin_id: str, folder: Path, check: TreeCheck, found: InstalledDistribution | None
     ) -> ReinjectReport:
-        self._require_ejected(plugin_id, folder)
-        installed = found or self.find_plugin(plugin_id)
+        """Remove the working copy ``folder`` of ``plugin_id`` (run under its lock, in a
+        thread); ``found`` is the installed package that loads instead (``None``: the one
+        providing ``plugin_id``)."""
+        self._copies.require(plugin_id, folder)
+        installed = found or self._distributions.find_plugin(plugin_id)
         if installed is not None:  # what loads once the copy is gone
             files = [str(f) for f in installed.dist.files or []]
             where = Path(str(installed.dist.locate_file("")))

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from agentplug.plugins.manager.reports import PluginManagerError
 
+__all__ = ["CommandRunner"]
+
 _GIT_IDENTITY: list[str] | None = None
 
 
@@ -28,7 +30,12 @@ def _git_identity() -> list[str]:
     return _GIT_IDENTITY
 
 
-class _Runner:
+class CommandRunner:
+    """Runs pip and git for the manager: a timeout on every command, no prompts, a quiet
+    and stable environment, and a :class:`PluginManagerError` naming the failed command.
+
+    Tests patch :meth:`run` to see or fake every command the manager runs."""
+
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
 
@@ -39,6 +46,7 @@ class _Runner:
         env: Mapping[str, str] | None = None,
         check: bool = True,
     ) -> subprocess.CompletedProcess[str]:
+        """Run ``cmd``; with ``check``, a non-zero exit raises (with the output's tail)."""
         full_env = {
             **os.environ,
             "GIT_TERMINAL_PROMPT": "0",
@@ -73,6 +81,7 @@ class _Runner:
     def git(
         self, cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
+        """Run ``git *args`` in ``cwd`` (with a fallback identity for commits)."""
         return self.run(["git", *_git_identity(), *args], cwd=cwd, env=env, check=check)
 
 

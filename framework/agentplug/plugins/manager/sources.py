@@ -10,13 +10,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote, urlparse
 
 from agentplug.plugins.ejected import LOCAL_BRANCH, UPSTREAM_BRANCH
-from agentplug.plugins.manager.archives import _extract
-from agentplug.plugins.manager.base import _ManagerBase
-from agentplug.plugins.manager.distributions import _Dist
+from agentplug.plugins.manager.archives import extract_archive
+from agentplug.plugins.manager.distributions import InstalledDistribution
+from agentplug.plugins.manager.locating import path_from_url
+from agentplug.plugins.manager.pip_commands import PipCommands
 from agentplug.plugins.manager.reports import PluginManagerError
+from agentplug.plugins.manager.runner import CommandRunner
+
+__all__ = ["SourceFetcher", "UpstreamSource"]
 
 _SOURCE_LABELS = ("source", "repository", "source code", "code", "git")
 _GIT_URL = re.compile(r"^(git\+\w+://|git://|ssh://|[\w.-]+@[\w.-]+:)")
@@ -26,7 +29,9 @@ _GIT_HOSTS = re.compile(
 
 
 @dataclass(frozen=True)
-class _Source:
+class UpstreamSource:
+    """Where a distribution's source comes from: a git repository or its sdist."""
+
     kind: Literal["git", "sdist"]
     url: str | None = None
     commit: str | None = None
@@ -34,14 +39,6 @@ class _Source:
     subdirectory: str | None = None
     guessed: bool = False
     """From ``Project-URL`` metadata: fall back to the sdist when it cannot be cloned."""
-
-
-def _path_from_url(url: str) -> Path | None:
-    if url.startswith("file://"):
-        return Path(unquote(urlparse(url).path))
-    if url.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", url):
-        return Path(url)
-    return None
 
 
 def _looks_like_git(url: str) -> bool:
@@ -58,25 +55,18 @@ def _is_git_worktree(path: Path) -> bool:
     return (path / ".git").exists()
 
 
-class _SourcesMixin(_ManagerBase):
-    """Resolve and fetch the upstream source of a distribution."""
+class SourceFetcher:
+    """Resolves where an installed distribution's upstream source is, and fetches it:
+    cloning the repository, or importing the sdist into a new git repository."""
 
-    def _download(self, spec: str, dest: Path, *, sdist: bool = False) -> Path:
-        cmd = [*self._pip(), "download", "--no-deps", "--quiet", "-d", str(dest)]
-        if sdist:
-            cmd += ["--no-binary", ":all:"]
-        if not self.settings.build_isolation:
-            cmd.append("--no-build-isolation")
-        cmd += [*self.settings.pip_index_args(), spec]
-        self._runner.run(cmd)
-        found = sorted(p for p in dest.iterdir() if p.is_file())
-        if len(found) != 1:
-            raise PluginManagerError(
-                f"pip download {spec} produced {len(found)} files, expected exactly one"
-            )
-        return found[0]
+    def __init__(self, runner: CommandRunner, pip: PipCommands) -> None:
+        self._runner = runner
+        self._pip = pip
 
-    def _resolve_source(self, found: _Dist) -> _Source:
+    def resolve(self, found: InstalledDistribution) -> UpstreamSource:
+        """The upstream of ``found``: the git repository ``direct_url.json`` records, the
+        git work tree it was installed from, a ``Project-URL`` naming a repository, else
+        its sdist."""
         raw = found.text("direct_url.json")
         direct: dict[str, Any] = {}
         if raw:
@@ -86,7 +76,7 @@ class _SourcesMixin(_ManagerBase):
         if isinstance(vcs, dict) and vcs.get("vcs") == "git" and direct.get("url"):
             url = str(direct["url"])
             url = url[4:] if url.startswith("git+") else url
-            return _Source(
+            return UpstreamSource(
                 "git",
                 url,
                 vcs.get("commit_id"),
@@ -94,30 +84,35 @@ class _SourcesMixin(_ManagerBase):
                 direct.get("subdirectory") or None,
             )
         if isinstance(direct, dict) and "dir_info" in direct and direct.get("url"):
-            path = _path_from_url(str(direct["url"]))
+            path = path_from_url(str(direct["url"]))
             if path is not None and path.is_dir():
                 top = self._runner.git(path, "rev-parse", "--show-toplevel", check=False)
                 if top.returncode == 0 and top.stdout.strip():
                     root = Path(top.stdout.strip()).resolve()
                     sub = path.resolve().relative_to(root).as_posix()
-                    return _Source("git", str(root), subdirectory=None if sub == "." else sub)
+                    return UpstreamSource(
+                        "git", str(root), subdirectory=None if sub == "." else sub
+                    )
         for entry in found.dist.metadata.get_all("Project-URL") or []:
             label, _, url = str(entry).partition(",")
             url = url.strip()
             if label.strip().lower() not in _SOURCE_LABELS or not url:
                 continue
-            path = _path_from_url(url)
+            path = path_from_url(url)
             if path is not None:
                 if path.is_dir() and _is_git_worktree(path):
-                    return _Source("git", str(path))
+                    return UpstreamSource("git", str(path))
                 continue
             if _looks_like_git(url):
-                return _Source("git", url.removeprefix("git+"))
+                return UpstreamSource("git", url.removeprefix("git+"))
             if url.startswith(("http://", "https://")):
-                return _Source("git", url, guessed=True)
-        return _Source("sdist")
+                return UpstreamSource("git", url, guessed=True)
+        return UpstreamSource("sdist")
 
-    def _clone(self, source: _Source, found: _Dist, work: Path) -> str:
+    def clone(self, source: UpstreamSource, found: InstalledDistribution, work: Path) -> str:
+        """Clone ``source`` into ``work`` with the ``main`` and ``upstream`` branches at
+        the installed commit (the recorded one, else the version's tag, else the ref's
+        head); returns that commit."""
         assert source.url is not None
         git = self._runner.git
         git(work.parent, "clone", "--quiet", "--no-checkout", source.url, str(work))
@@ -142,16 +137,19 @@ class _SourcesMixin(_ManagerBase):
         git(work, "branch", "--quiet", "-f", UPSTREAM_BRANCH, commit)
         return commit
 
-    def _remote_default_branch(self, work: Path) -> str | None:
+    def remote_default_branch(self, work: Path) -> str | None:
+        """The branch ``origin/HEAD`` of the clone ``work`` points at (``None``: unknown)."""
         probe = self._runner.git(
             work, "symbolic-ref", "--quiet", "refs/remotes/origin/HEAD", check=False
         )
         ref = probe.stdout.strip()
         return ref.removeprefix("refs/remotes/origin/") if probe.returncode == 0 and ref else None
 
-    def _import_sdist(self, found: _Dist, temp: Path, work: Path) -> str:
+    def import_sdist(self, found: InstalledDistribution, temp: Path, work: Path) -> str:
+        """Download ``found``'s sdist (into ``temp``) and commit it into a new repository
+        ``work`` (branch ``upstream``, then ``main``); returns the commit."""
         spec = f"{found.name}=={found.version}" if found.version else found.name
-        tree = self._fetch_sdist_tree(spec, temp)
+        tree = self.fetch_sdist_tree(spec, temp)
         git = self._runner.git
         work.mkdir()
         git(work, "init", "--quiet", "-b", UPSTREAM_BRANCH)
@@ -162,17 +160,19 @@ class _SourcesMixin(_ManagerBase):
         git(work, "checkout", "--quiet", "-b", LOCAL_BRANCH)
         return git(work, "rev-parse", "HEAD").stdout.strip()
 
-    def _fetch_sdist_tree(self, spec: str, temp: Path) -> Path:
+    def fetch_sdist_tree(self, spec: str, temp: Path) -> Path:
+        """Download the sdist of ``spec`` into ``temp/sdist`` and unpack it; returns the
+        source tree (its single top folder, when it has one)."""
         downloads = temp / "sdist"
         downloads.mkdir()
         try:
-            archive = self._download(spec, downloads, sdist=True)
+            archive = self._pip.download_one(spec, downloads, sdist=True)
         except PluginManagerError as exc:
             raise PluginManagerError(
                 f"no git repository is recorded for {spec} and its source distribution "
                 f"could not be downloaded ({exc})"
             ) from None
         unpacked = temp / "unpacked"
-        _extract(archive, unpacked)
+        extract_archive(archive, unpacked)
         entries = [p for p in unpacked.iterdir()]
         return entries[0] if len(entries) == 1 and entries[0].is_dir() else unpacked

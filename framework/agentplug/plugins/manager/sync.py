@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+import tarfile
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,35 +13,40 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from agentplug.plugins.ejected import UpstreamRecord, _read_record
-from agentplug.plugins.manager.archives import _sdist_version
-from agentplug.plugins.manager.checks import TreeCheck, _ChecksMixin
+from agentplug.plugins.ejected import UpstreamRecord, read_record
+from agentplug.plugins.manager.archives import sdist_version
+from agentplug.plugins.manager.checks import TreeCheck
 from agentplug.plugins.manager.reports import SyncReport
-from agentplug.plugins.manager.sources import _SourcesMixin
+from agentplug.plugins.manager.runner import CommandRunner
+from agentplug.plugins.manager.sources import SourceFetcher
+from agentplug.plugins.manager.working_copies import WorkingCopies, write_record
+
+__all__ = ["Syncer"]
 
 log = logging.getLogger("agentplug.plugins")
 
 
-class _SyncMixin(_SourcesMixin, _ChecksMixin):
-    """:meth:`sync` (and the merge itself, shared with the core)."""
+class Syncer:
+    """Syncs a working copy with its upstream: fetches it (git, or the newest sdist
+    committed onto the upstream branch), checks it, then merges it into the local branch
+    (a conflict aborts the merge and is reported)."""
 
-    async def sync(self, plugin_id: str, *, requested_by: str | None = None) -> SyncReport:
-        """Fetch upstream and merge it into the ejected copy's local branch.
+    def __init__(
+        self,
+        runner: CommandRunner,
+        copies: WorkingCopies,
+        sources: SourceFetcher,
+        source_label: str,
+    ) -> None:
+        self._runner = runner
+        self._copies = copies
+        self._sources = sources
+        self._source_label = source_label
 
-        The fetched upstream tree goes through the install checks before anything is
-        merged; a block raises
-        :class:`~agentplug.plugins.manager.checks.InstallBlockedError` and leaves the
-        working copy and its branches exactly as they were.
-        """
-        self._check_id(plugin_id)
-        folder = self.ejected_path(plugin_id)
-        check = self._tree_check("sync", plugin_id, requested_by)
-        return await self._locked(
-            f"plugin-{plugin_id}", self._sync_folder, plugin_id, folder, check
-        )
-
-    def _sync_folder(self, plugin_id: str, folder: Path, check: TreeCheck) -> SyncReport:
-        record = self._require_ejected(plugin_id, folder)
+    def sync_folder(self, plugin_id: str, folder: Path, check: TreeCheck) -> SyncReport:
+        """Sync the working copy ``folder`` of ``plugin_id`` (run under its lock, in a
+        thread)."""
+        record = self._copies.require(plugin_id, folder)
         git = self._runner.git
         if git(folder, "rev-parse", "-q", "--verify", "MERGE_HEAD", check=False).returncode == 0:
             git(folder, "merge", "--abort", check=False)
@@ -64,7 +70,7 @@ class _SyncMixin(_SourcesMixin, _ChecksMixin):
                 git(folder, "update-ref", f"refs/heads/{record.upstream_branch}", fetched)
         else:
             self._sync_sdist(record, folder, check)
-            record = _read_record(folder) or record  # the import records the new version
+            record = read_record(folder) or record  # the import records the new version
         upstream = git(folder, "rev-parse", record.upstream_branch).stdout.strip()
         committed = False
         if git(folder, "status", "--porcelain").stdout.strip():
@@ -77,7 +83,7 @@ class _SyncMixin(_SourcesMixin, _ChecksMixin):
         now = datetime.now(UTC).isoformat()
         if count == 0:
             head = git(folder, "rev-parse", "HEAD").stdout.strip()
-            self._write_record(folder, record.model_copy(update={"last_sync": now}))
+            write_record(folder, record.model_copy(update={"last_sync": now}))
             return SyncReport(
                 plugin_id=plugin_id,
                 path=str(folder),
@@ -130,7 +136,7 @@ class _SyncMixin(_SourcesMixin, _ChecksMixin):
         update: dict[str, Any] = {"last_sync": now}
         if record.source_kind == "git":
             update["commit"] = upstream
-        self._write_record(folder, record.model_copy(update=update))
+        write_record(folder, record.model_copy(update=update))
         return SyncReport(
             plugin_id=plugin_id,
             path=str(folder),
@@ -147,13 +153,13 @@ class _SyncMixin(_SourcesMixin, _ChecksMixin):
         the install checks)."""
         temp = Path(tempfile.mkdtemp(prefix="agentplug-sync-"))
         try:
-            tree = self._fetch_sdist_tree(record.distribution, temp)
-            version = _sdist_version(temp / "sdist") or None
+            tree = self._sources.fetch_sdist_tree(record.distribution, temp)
+            version = sdist_version(temp / "sdist") or None
             if version and record.version:
                 with contextlib.suppress(InvalidVersion):
                     if Version(version) <= Version(record.version):
                         return
-            check(tree, record.distribution, version, self.settings.source_label, None)
+            check(tree, record.distribution, version, self._source_label, None)
             index = temp / "index"
             env = {"GIT_INDEX_FILE": str(index)}
             git_dir = str(folder / ".git")
@@ -168,8 +174,16 @@ class _SyncMixin(_SourcesMixin, _ChecksMixin):
             message = f"Import {record.distribution} {version} from sdist"
             commit = git(folder, "commit-tree", tree_id, "-p", parent, "-m", message).stdout.strip()
             git(folder, "update-ref", f"refs/heads/{record.upstream_branch}", commit)
-            self._write_record(
-                folder, record.model_copy(update={"version": version, "commit": commit})
-            )
+            write_record(folder, record.model_copy(update={"version": version, "commit": commit}))
         finally:
             shutil.rmtree(temp, ignore_errors=True)
+
+    def _git_tree(self, repo: Path, commit: str, into: Path) -> Path:
+        """Write the tree of ``commit`` of ``repo`` into the folder ``into`` (for checks)."""
+        archive = into.with_suffix(".tar")
+        self._runner.git(repo, "archive", "--format=tar", "-o", str(archive), commit)
+        into.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(into, filter="data")
+        archive.unlink()
+        return into

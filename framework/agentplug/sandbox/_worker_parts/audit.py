@@ -10,10 +10,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+__all__ = ["PY_IMPORT_ALLOW", "PY_PRELOAD", "install_audit_hook"]
+
 # Modules user code may import (Python). They are imported *before* the chroot so that
 # importing them later needs no filesystem access; anything else fails to import because
 # the chroot hides the standard library and the audit hook refuses new imports.
-_PY_PRELOAD = (
+PY_PRELOAD = (
     "abc",
     "array",
     "base64",
@@ -59,10 +61,10 @@ _PY_PRELOAD = (
     "encodings.cp1252",
     "encodings.idna",
 )
-_PY_IMPORT_ALLOW = frozenset(m.split(".")[0] for m in _PY_PRELOAD) | {"asyncio"}
+PY_IMPORT_ALLOW = frozenset(m.split(".")[0] for m in PY_PRELOAD) | {"asyncio"}
 
 
-def _install_audit_hook(language: str) -> None:
+def install_audit_hook(language: str) -> None:
     """Extra (non-security-boundary) layer: refuse dangerous operations at Python level.
 
     CPython audit hooks cannot be removed, but a determined attacker inside the same
@@ -109,7 +111,7 @@ def _install_audit_hook(language: str) -> None:
     if language == "python":
         # mini-racer drives V8 through ctypes, so only the Python worker can refuse it.
         deny_prefixes += ("ctypes.", "code.__new__", "marshal.")
-    allow_imports = _PY_IMPORT_ALLOW
+    allow_imports = PY_IMPORT_ALLOW
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event.startswith(deny_prefixes):

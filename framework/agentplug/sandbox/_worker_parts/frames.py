@@ -13,10 +13,12 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
+__all__ = ["frame_in_blocking", "frame_out"]
+
 _MAX_FRAME = 64 * 1024 * 1024
 
 
-def _frame_out(obj: Mapping[str, Any]) -> None:
+def frame_out(obj: Mapping[str, Any]) -> None:
     """Write one protocol frame to fd 1 (blocking, complete)."""
     data = json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace")
     buf = struct.pack(">I", len(data)) + data
@@ -35,7 +37,8 @@ def _read_exact(fd: int, n: int) -> bytes:
     return out
 
 
-def _frame_in_blocking() -> dict[str, Any]:
+def frame_in_blocking() -> dict[str, Any]:
+    """Read one protocol frame from fd 0 (blocking); it must be a JSON object."""
     (size,) = struct.unpack(">I", _read_exact(0, 4))
     if size > _MAX_FRAME:
         raise ValueError("frame too large")

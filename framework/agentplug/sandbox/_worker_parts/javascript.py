@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .runtime import _Channel
+from .runtime import Channel
+
+__all__ = ["new_isolate", "run_javascript"]
 
 _JS_PRELUDE = r"""
 (function (raw, paramsJson) {
@@ -50,7 +52,8 @@ _JS_ENCODE = r"""
 """
 
 
-async def _new_isolate() -> Any:
+async def new_isolate() -> Any:
+    """A new V8 isolate (``MiniRacer``), created before the job's limits are applied."""
     # Created inside our event loop so that mini-racer uses it (instead of a thread of its
     # own), and before the per-job memory rlimits: V8 reserves its code range up front.
     from py_mini_racer import MiniRacer
@@ -58,7 +61,8 @@ async def _new_isolate() -> Any:
     return MiniRacer()
 
 
-async def _run_javascript(job: dict[str, Any], channel: _Channel, mr: Any) -> str:
+async def run_javascript(job: dict[str, Any], channel: Channel, mr: Any) -> str:
+    """Run the job's JavaScript in the isolate ``mr``; returns its encoded result."""
     mr.set_hard_memory_limit(int(job["memory_mb"]) * 1024 * 1024)
 
     async def raw_fetch(*args: Any) -> str:

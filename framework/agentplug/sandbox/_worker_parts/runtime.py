@@ -13,10 +13,12 @@ import os
 import struct
 from typing import Any
 
-from .frames import _frame_out
+from .frames import frame_out
+
+__all__ = ["BoundedSink", "Channel", "truncate"]
 
 
-class _BoundedSink:
+class BoundedSink:
     """Replacement for sys.stdout/sys.stderr: keeps at most ``limit`` characters."""
 
     def __init__(self, limit: int) -> None:
@@ -25,6 +27,7 @@ class _BoundedSink:
         self.size = 0
 
     def write(self, s: str) -> int:
+        """Keep what still fits; report everything as written."""
         if self.size < self.limit:
             piece = str(s)[: self.limit - self.size]
             self.parts.append(piece)
@@ -35,7 +38,7 @@ class _BoundedSink:
         """Nothing to flush: data stays in memory."""
 
 
-class _Channel:
+class Channel:
     """Async side of the protocol while a job runs: fetch requests and replies."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -69,15 +72,17 @@ class _Channel:
                 waiter.set_result(msg)
 
     async def fetch(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send a ``fetch`` frame to the host and wait for its reply."""
         self.next_id += 1
         rid = self.next_id
         fut: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         self.pending[rid] = fut
-        _frame_out({"t": "fetch", "id": rid, **request})
+        frame_out({"t": "fetch", "id": rid, **request})
         return await fut
 
 
-def _truncate(text: str, limit: int) -> tuple[str, bool]:
+def truncate(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` cut to ``limit`` UTF-8 bytes, and whether it was cut."""
     data = text.encode("utf-8", "replace")
     if len(data) <= limit:
         return text, False

@@ -14,6 +14,8 @@ import platform
 import struct
 import sys
 
+__all__ = ["install_seccomp"]
+
 _CLONE_THREAD = 0x00010000
 
 
@@ -145,7 +147,9 @@ def _seccomp_program(pid: int) -> bytes:
     return b"".join(prog)
 
 
-def _install_seccomp(libc: ctypes.CDLL, layers: list[str], missing: list[str]) -> None:
+def install_seccomp(libc: ctypes.CDLL, layers: list[str], missing: list[str]) -> None:
+    """Install the syscall filter on every thread; the outcome goes to ``layers`` (active)
+    or ``missing`` (why not)."""
     if sys.platform != "linux" or platform.machine() != "x86_64":
         missing.append(f"seccomp (filter only written for linux/x86_64, not {platform.machine()})")
         return

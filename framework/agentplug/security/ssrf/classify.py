@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from agentplug.security.ssrf.hosts import IPAddress, _strip_host
+from agentplug.security.ssrf.hosts import IPAddress, strip_host
 
 _METADATA_NAMES = frozenset(
     {
@@ -155,7 +155,7 @@ def classify_address(address: IPAddress) -> str | None:
 
 def blocked_name_category(host: str) -> str | None:
     """Return why the host *name* itself is refused (loopback / metadata names), else ``None``."""
-    name = _strip_host(host)
+    name = strip_host(host)
     if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
         return "loopback (localhost name)"
     if name in _METADATA_NAMES:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from agentplug.security.ssrf.classify import blocked_name_category, classify_address
-from agentplug.security.ssrf.hosts import IPAddress, _strip_host, parse_host_address
+from agentplug.security.ssrf.hosts import IPAddress, parse_host_address, strip_host
 from agentplug.security.ssrf.policy import FetchError, FetchResult, SSRFBlocked, SSRFPolicy
 from agentplug.security.ssrf.transport import Connector, Resolver, make_guarded_client
 
@@ -92,11 +92,11 @@ def _precheck_url(url: str, policy: SSRFPolicy) -> httpx.URL:
         if literal is not None:
             category = classify_address(literal)
             if category is not None and not policy.admits_address(literal):
-                raise SSRFBlocked(_strip_host(parsed.host), str(literal), category, port=port)
+                raise SSRFBlocked(strip_host(parsed.host), str(literal), category, port=port)
         else:
             name_category = blocked_name_category(parsed.host)
             if name_category is not None:
-                raise SSRFBlocked(_strip_host(parsed.host), None, name_category, port=port)
+                raise SSRFBlocked(strip_host(parsed.host), None, name_category, port=port)
     return parsed
 
 

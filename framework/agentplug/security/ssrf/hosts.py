@@ -10,21 +10,34 @@ from __future__ import annotations
 import ipaddress
 import re
 
+__all__ = [
+    "HOST_NAME_RE",
+    "POLICY_KEY_CIDRS",
+    "POLICY_KEY_HOSTS",
+    "IPAddress",
+    "canonical_host",
+    "parse_host_address",
+    "split_allow_entry",
+    "strip_host",
+]
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 """Either kind of IP address, as produced by :func:`parse_host_address`."""
 
 
-_POLICY_KEY_HOSTS = "allowHosts"
-_POLICY_KEY_CIDRS = "allowCidrs"
+POLICY_KEY_HOSTS = "allowHosts"
+"""The policy key listing allowed hosts (named in error messages and hints)."""
+POLICY_KEY_CIDRS = "allowCidrs"
+"""The policy key listing allowed networks."""
 
 
 # Host names are reduced to this alphabet before any lookup: percent-escapes, backslashes,
 # spaces or '@' in a host are parser-confusion tricks, never legitimate DNS names.
-_NAME_RE = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
+HOST_NAME_RE = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")
 _ZONE_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-def _strip_host(host: str) -> str:
+def strip_host(host: str) -> str:
     """Lower-case, drop IPv6 brackets and trailing dots (``localhost.`` is ``localhost``)."""
     value = host.strip().lower()
     if value.startswith("[") and value.endswith("]"):
@@ -85,7 +98,7 @@ def parse_host_address(host: str) -> IPAddress | None:
     Accepts bracketed IPv6 with zone ids and every numeric IPv4 spelling that ``getaddrinfo``
     would accept, so the guard sees the same address a connect would reach.
     """
-    value = _strip_host(host)
+    value = strip_host(host)
     if ":" in value:
         address, zone = _split_zone(value)
         if zone is not None and not _ZONE_RE.match(zone):
@@ -97,34 +110,34 @@ def parse_host_address(host: str) -> IPAddress | None:
     return _parse_ipv4_loose(value)
 
 
-def _canonical_host(host: str) -> str:
+def canonical_host(host: str) -> str:
     """Compare hosts by what they denote: numeric spellings collapse to the plain address."""
     address = parse_host_address(host)
-    return str(address) if address is not None else _strip_host(host)
+    return str(address) if address is not None else strip_host(host)
 
 
-def _split_allow_entry(entry: str) -> tuple[str, int | None]:
+def split_allow_entry(entry: str) -> tuple[str, int | None]:
     """Split an ``allowHosts`` entry into ``(canonical host, port or None)``."""
     text = entry.strip()
     host, port_text = text, ""
     if text.startswith("["):
         closing = text.find("]")
         if closing == -1:
-            raise ValueError(f"{_POLICY_KEY_HOSTS} entry {entry!r} opens '[' without ']'")
+            raise ValueError(f"{POLICY_KEY_HOSTS} entry {entry!r} opens '[' without ']'")
         host, rest = text[: closing + 1], text[closing + 1 :]
         if rest and not rest.startswith(":"):
-            raise ValueError(f"{_POLICY_KEY_HOSTS} entry {entry!r}: expected ':port' after ']'")
+            raise ValueError(f"{POLICY_KEY_HOSTS} entry {entry!r}: expected ':port' after ']'")
         port_text = rest[1:]
     elif text.count(":") == 1:
         host, port_text = text.split(":")
     if not host:
-        raise ValueError(f"{_POLICY_KEY_HOSTS} entry {entry!r} has no host")
+        raise ValueError(f"{POLICY_KEY_HOSTS} entry {entry!r} has no host")
     port: int | None = None
     if port_text:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise ValueError(
-                f"{_POLICY_KEY_HOSTS} entry {entry!r}: port must be 1-65535 "
+                f"{POLICY_KEY_HOSTS} entry {entry!r}: port must be 1-65535 "
                 "(use 'host' or 'host:port', IPv6 as '[::1]:8080')"
             )
         port = int(port_text)
-    return _canonical_host(host), port
+    return canonical_host(host), port

@@ -8,11 +8,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from agentplug.security.ssrf.hosts import (
-    _POLICY_KEY_CIDRS,
-    _POLICY_KEY_HOSTS,
+    POLICY_KEY_CIDRS,
+    POLICY_KEY_HOSTS,
     IPAddress,
-    _canonical_host,
-    _split_allow_entry,
+    canonical_host,
+    split_allow_entry,
 )
 
 
@@ -39,7 +39,7 @@ class SSRFPolicy(BaseModel):
     @classmethod
     def _check_allow_hosts(cls, value: list[str]) -> list[str]:
         for entry in value:
-            _split_allow_entry(entry)  # raises ValueError naming the bad entry
+            split_allow_entry(entry)  # raises ValueError naming the bad entry
         return value
 
     @field_validator("allow_cidrs")
@@ -50,16 +50,16 @@ class SSRFPolicy(BaseModel):
                 ipaddress.ip_network(entry, strict=False)
             except ValueError as exc:
                 raise ValueError(
-                    f"{_POLICY_KEY_CIDRS} entry {entry!r} is not a network such as "
+                    f"{POLICY_KEY_CIDRS} entry {entry!r} is not a network such as "
                     f"'10.1.2.0/24' or 'fd00:1::/64': {exc}"
                 ) from exc
         return value
 
     def admits_host(self, host: str, port: int) -> bool:
         """Whether ``host:port`` (URL host, any spelling) is admitted by ``allow_hosts``."""
-        canonical = _canonical_host(host)
+        canonical = canonical_host(host)
         for entry in self.allow_hosts:
-            entry_host, entry_port = _split_allow_entry(entry)
+            entry_host, entry_port = split_allow_entry(entry)
             if entry_host == canonical and (entry_port is None or entry_port == port):
                 return True
         return False
@@ -99,9 +99,9 @@ class SSRFBlocked(Exception):
             hint = f"If this internal target is intended, add {entry!r} to the SSRF policy's "
             if address is not None:
                 prefix = 128 if ":" in address else 32
-                hint += f"{_POLICY_KEY_HOSTS} (or '{address}/{prefix}' to {_POLICY_KEY_CIDRS})."
+                hint += f"{POLICY_KEY_HOSTS} (or '{address}/{prefix}' to {POLICY_KEY_CIDRS})."
             else:
-                hint += f"{_POLICY_KEY_HOSTS}."
+                hint += f"{POLICY_KEY_HOSTS}."
         where = f"address {address}" if address is not None else "the host name"
         super().__init__(
             f"SSRF protection blocked the request to host {host!r}: {where} is {category}. {hint}"

@@ -19,7 +19,7 @@ import httpcore
 import httpx
 
 from agentplug.security.ssrf.classify import blocked_name_category, classify_address
-from agentplug.security.ssrf.hosts import _NAME_RE, _strip_host, parse_host_address
+from agentplug.security.ssrf.hosts import HOST_NAME_RE, parse_host_address, strip_host
 from agentplug.security.ssrf.policy import FetchError, SSRFBlocked, SSRFPolicy
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -61,11 +61,11 @@ async def resolve_checked(
     address (a name with one private answer must not be usable to reach it), and
     :class:`FetchError` when the name does not resolve.
     """
-    shown = _strip_host(host)
+    shown = strip_host(host)
     allowlisted = policy.admits_host(host, port)
     literal = parse_host_address(host)
     if literal is None and not allowlisted:
-        if not _NAME_RE.match(shown):
+        if not HOST_NAME_RE.match(shown):
             raise SSRFBlocked(
                 shown,
                 None,

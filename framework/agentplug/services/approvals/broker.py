@@ -34,7 +34,7 @@ from agentplug.services.approvals.models import (
     ApprovalVerdict,
     PendingApproval,
     VerdictResolution,
-    _new_approval_id,
+    new_approval_id,
 )
 from agentplug.services.approvals.programmatic import ProgrammaticResolver
 from agentplug.services.approvals.shared import (
@@ -213,9 +213,9 @@ class ApprovalBroker:
         run_id: str | None = None,
     ) -> ApprovalVerdict:
         """Ask for one approval (standing grants first); notify ``on_resolution``."""
-        approval_id = _new_approval_id()
+        approval_id = new_approval_id()
         while approval_id in self._in_flight:
-            approval_id = _new_approval_id()
+            approval_id = new_approval_id()
         # Read-only copies: whatever renders or answers the request cannot change what
         # runs (the caller keeps its own parameters) or what the audit trail says.
         pending = PendingApproval(

@@ -37,7 +37,9 @@ __all__ = [
     "ResolveReply",
     "ResolveStatus",
     "VerdictResolution",
+    "clean_text",
     "decided_reply",
+    "new_approval_id",
     "parse_decision",
 ]
 
@@ -62,7 +64,8 @@ def parse_decision(text: str) -> Decision | None:
     return _DECISION_WORDS.get(text.strip().lower())
 
 
-def _new_approval_id() -> str:
+def new_approval_id() -> str:
+    """A new approval id such as ``ap3-1f2e3d``."""
     # Short enough to type in a chat, random enough that a stale id typed after a
     # restart never resolves a new approval.
     return f"ap{next(_ids)}-{secrets.token_hex(3)}"
@@ -170,7 +173,7 @@ def _timeout_ms(request: ApprovalRequest) -> int:
     return max(1, min(int(value), MAX_APPROVAL_TIMEOUT_MS))
 
 
-def _clean(text: str, limit: int = 4_000) -> str:
+def clean_text(text: str, limit: int = 4_000) -> str:
     """Drop control characters (terminal escape injection), secrets, and bound the length."""
     cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
     return scrub_clipped(cleaned, limit, "…")

@@ -19,7 +19,7 @@ from agentplug.services.approvals.models import (
     Answer,
     PendingApproval,
     ResolveReply,
-    _clean,
+    clean_text,
     decided_reply,
     parse_decision,
 )
@@ -239,7 +239,7 @@ class ProgrammaticResolver:
         lines = ["pending approvals:"]
         for r in rows:
             lines.append(
-                f"  {r['id']}  [{r.get('severity')}] {_clean(str(r.get('title')))} "
+                f"  {r['id']}  [{r.get('severity')}] {clean_text(str(r.get('title')))} "
                 f"(tool {r.get('tool_name')}, plugin {r.get('plugin_id')}); "
                 f"answer: /approve {r['id']} {'|'.join(r.get('allowed_decisions') or [])}"
             )

@@ -15,7 +15,7 @@ from typing import TextIO
 from agentplug.services.approvals.models import (
     Decision,
     PendingApproval,
-    _clean,
+    clean_text,
     parse_decision,
 )
 
@@ -68,7 +68,7 @@ class TerminalResolver:
                 decision = parse_decision(line)
                 if decision is None:
                     self._write(
-                        f"Unrecognised answer {_clean(line.strip(), 40)!r}; "
+                        f"Unrecognised answer {clean_text(line.strip(), 40)!r}; "
                         "answer allow-once (o), allow-always (a) or deny (d).\n"
                     )
                     continue
@@ -88,12 +88,12 @@ class TerminalResolver:
         lines = [
             "",
             f"=== Approval required [{request.severity.upper()}] ({pending.id}) ===",
-            f"Title:       {_clean(request.title, 200)}",
-            f"Description: {_clean(request.description)}",
+            f"Title:       {clean_text(request.title, 200)}",
+            f"Description: {clean_text(request.description)}",
             f"Severity:    {request.severity}",
-            f"Tool:        {_clean(pending.tool_name, 200)}  (asked by plugin "
-            f"{_clean(str(pending.plugin_id), 200)})",
-            f"Parameters:  {_clean(params, 1_000)}",
+            f"Tool:        {clean_text(pending.tool_name, 200)}  (asked by plugin "
+            f"{clean_text(str(pending.plugin_id), 200)})",
+            f"Parameters:  {clean_text(params, 1_000)}",
         ]
         env = pending.metadata.get("exec_env") if pending.metadata else None
         if isinstance(env, Mapping):
@@ -102,13 +102,13 @@ class TerminalResolver:
             lines.append(
                 "Environment: "
                 + (
-                    ", ".join(f"{_clean(str(k), 100)} (from {v})" for k, v in kept.items())
+                    ", ".join(f"{clean_text(str(k), 100)} (from {v})" for k, v in kept.items())
                     or "(no plugin variables)"
                 )
             )
             if dropped:
                 lines.append(
-                    "Dropped env: " + ", ".join(_clean(str(d.get("key")), 100) for d in dropped)
+                    "Dropped env: " + ", ".join(clean_text(str(d.get("key")), 100) for d in dropped)
                 )
         lines.append(f"Allowed:     {', '.join(pending.allowed_decisions)}")
         lines.append(f"Times out in {pending.timeout_s:g} s (then denied).")

@@ -13,13 +13,15 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["InjectionReceipt", "SessionApi", "SessionExtension"]
+__all__ = ["ExtensionSpec", "InjectionReceipt", "SessionApi", "SessionExtension"]
 
 _C = TypeVar("_C", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
-class _ExtensionSpec:
+class ExtensionSpec:
+    """A registered session extension: owner, name, default state and cleanup callback."""
+
     plugin_id: str
     name: str
     default: Any
@@ -78,7 +80,7 @@ class _SessionBackend(Protocol):
 class SessionExtension:
     """A registered extension: read and patch this plugin's state in one session."""
 
-    def __init__(self, services: _SessionBackend, spec: _ExtensionSpec) -> None:
+    def __init__(self, services: _SessionBackend, spec: ExtensionSpec) -> None:
         self._services = services
         self._spec = spec
 

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentplug.services.sessions.state import (
-    _CLAIMS_NS,
-    _DELIVERED_NS,
-    _INDEX_NS,
-    _QUEUE_NS,
+    CLAIMS_NS,
     DELIVERED_KEY_RETENTION_MS,
+    DELIVERED_NS,
+    INDEX_NS,
     MAX_PENDING_PER_PLUGIN,
-    _key,
-    _queue_lock,
+    QUEUE_NS,
+    queue_lock,
+    store_key,
 )
 from agentplug.store import StateStore
 
@@ -87,7 +87,7 @@ def _expired(entry: Mapping[str, Any], now_ms: int) -> bool:
 
 def _delivered(services: SessionServices, session_key: str, plugin_id: str, key: str) -> Any:
     """The live delivered marker of ``key`` (``None`` when absent or past retention)."""
-    marker = services.store.get(_DELIVERED_NS, _key(session_key, plugin_id, key))
+    marker = services.store.get(DELIVERED_NS, store_key(session_key, plugin_id, key))
     now = services._now_ms()
     if isinstance(marker, dict) and marker.get("until_ms", 0) > now:
         return marker
@@ -105,10 +105,10 @@ def enqueue(services: SessionServices, session_key: str, entry: dict[str, Any]) 
     plugin_id = entry["plugin_id"]
     key = entry.get("idempotency_key")
     now = entry["enqueued_at_ms"]
-    with store.atomic(_queue_lock(session_key)):
+    with store.atomic(queue_lock(session_key)):
         pending = [
             e
-            for e in store.peek(_QUEUE_NS, session_key)
+            for e in store.peek(QUEUE_NS, session_key)
             if isinstance(e, dict) and e.get("plugin_id") == plugin_id and not _expired(e, now)
         ]
         if key is not None:
@@ -120,8 +120,8 @@ def enqueue(services: SessionServices, session_key: str, entry: dict[str, Any]) 
                 return str(marker.get("id"))
         if len(pending) >= MAX_PENDING_PER_PLUGIN:
             return len(pending)
-        store.put(_INDEX_NS, _key(session_key), True)
-        store.append(_QUEUE_NS, session_key, entry)
+        store.put(INDEX_NS, store_key(session_key), True)
+        store.append(QUEUE_NS, session_key, entry)
     return None
 
 
@@ -130,9 +130,9 @@ def claim(services: SessionServices, session_key: str, lease_ms: int) -> Injecti
     store = services.store
     owner = uuid.uuid4().hex
     deliver: list[tuple[int, dict[str, Any]]] = []
-    with store.atomic(_queue_lock(session_key)):
+    with store.atomic(queue_lock(session_key)):
         now = services._now_ms()
-        claimed = store.claim(_QUEUE_NS, session_key, owner=owner, lease_ms=lease_ms)
+        claimed = store.claim(QUEUE_NS, session_key, owner=owner, lease_ms=lease_ms)
         dropped: list[int] = []
         seen: set[tuple[str, str]] = set()
         for seq, entry in claimed:
@@ -151,7 +151,7 @@ def claim(services: SessionServices, session_key: str, lease_ms: int) -> Injecti
                 seen.add((plugin_id, key))
             deliver.append((seq, entry))
         if dropped:
-            store.ack(_QUEUE_NS, session_key, dropped, owner=owner)
+            store.ack(QUEUE_NS, session_key, dropped, owner=owner)
             log.info(
                 "session injections: %d expired, gated or duplicate entries dropped", len(dropped)
             )
@@ -159,8 +159,8 @@ def claim(services: SessionServices, session_key: str, lease_ms: int) -> Injecti
         if deliver:
             # What pending_injections() leaves out while the claim is live.
             store.put(
-                _CLAIMS_NS,
-                _key(session_key, owner),
+                CLAIMS_NS,
+                store_key(session_key, owner),
                 {"ids": [e["id"] for _, e in deliver], "until_ms": until},
             )
     return InjectionClaim(
@@ -178,9 +178,9 @@ def ack(services: SessionServices, claim: InjectionClaim) -> int:
         return 0
     store = services.store
     session_key = claim.session_key
-    with store.atomic(_queue_lock(session_key)):
-        removed = store.ack(_QUEUE_NS, session_key, claim.seqs, owner=claim.owner)
-        store.delete(_CLAIMS_NS, _key(session_key, claim.owner))
+    with store.atomic(queue_lock(session_key)):
+        removed = store.ack(QUEUE_NS, session_key, claim.seqs, owner=claim.owner)
+        store.delete(CLAIMS_NS, store_key(session_key, claim.owner))
         if removed:
             # None removed: the session was reset, or the lease ran out and another turn
             # claimed them (it writes the markers when it acknowledges).
@@ -189,8 +189,8 @@ def ack(services: SessionServices, claim: InjectionClaim) -> int:
                 key = entry.get("idempotency_key")
                 if key is not None:
                     store.put(
-                        _DELIVERED_NS,
-                        _key(session_key, entry["plugin_id"], key),
+                        DELIVERED_NS,
+                        store_key(session_key, entry["plugin_id"], key),
                         {"id": entry["id"], "until_ms": until},
                     )
     if removed < len(claim.seqs):
@@ -209,9 +209,9 @@ def release(services: SessionServices, claim: InjectionClaim) -> int:
     if not claim.seqs:
         return 0
     store = services.store
-    with store.atomic(_queue_lock(claim.session_key)):
-        released = store.release(_QUEUE_NS, claim.session_key, claim.seqs, owner=claim.owner)
-        store.delete(_CLAIMS_NS, _key(claim.session_key, claim.owner))
+    with store.atomic(queue_lock(claim.session_key)):
+        released = store.release(QUEUE_NS, claim.session_key, claim.seqs, owner=claim.owner)
+        store.delete(CLAIMS_NS, store_key(claim.session_key, claim.owner))
     return released
 
 
@@ -220,12 +220,12 @@ def pending(services: SessionServices, session_key: str) -> list[dict[str, Any]]
     store = services.store
     now = services._now_ms()
     held: set[str] = set()
-    for _, record in store.items(_CLAIMS_NS, _key(session_key)):
+    for _, record in store.items(CLAIMS_NS, store_key(session_key)):
         if isinstance(record, dict) and record.get("until_ms", 0) > now:
             held.update(str(i) for i in record.get("ids", ()))
     seen: set[tuple[str, str]] = set()
     out: list[dict[str, Any]] = []
-    for entry in store.peek(_QUEUE_NS, session_key):
+    for entry in store.peek(QUEUE_NS, session_key):
         if not isinstance(entry, dict) or _expired(entry, now) or entry.get("id") in held:
             continue
         plugin_id = str(entry.get("plugin_id"))

@@ -15,19 +15,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from agentplug.services.sessions.state import (
-    _EXT_NS,
-    _INDEX_NS,
+    EXT_NS,
+    INDEX_NS,
     MAX_EXTENSION_STATE_BYTES,
     SessionStateError,
     UnknownExtensionError,
-    _check_json,
-    _check_session_key,
-    _ext_lock,
-    _json_size,
-    _key,
-    _plain,
-    _split,
+    check_json,
+    check_session_key,
+    ext_lock,
     json_merge_patch,
+    json_size,
+    plain_json,
+    split_store_key,
+    store_key,
 )
 
 if TYPE_CHECKING:
@@ -51,8 +51,8 @@ class ExtensionStateTooLarge(SessionStateError):
 
 def session_keys(services: SessionServices) -> list[str]:
     """Sessions with stored extension state or pending injections, sorted."""
-    keys = {_split(key)[0] for key, _ in services.store.items(_EXT_NS)}
-    keys |= {_split(key)[0] for key, _ in services.store.items(_INDEX_NS)}
+    keys = {split_store_key(key)[0] for key, _ in services.store.items(EXT_NS)}
+    keys |= {split_store_key(key)[0] for key, _ in services.store.items(INDEX_NS)}
     return sorted(keys)
 
 
@@ -67,11 +67,11 @@ def patch_plugin_extensions(
     :class:`ExtensionStateTooLarge` past :data:`MAX_EXTENSION_STATE_BYTES` and
     :class:`SessionStateError` for a patch that is not a JSON object.
     """
-    _check_session_key(session_key)
+    check_session_key(session_key)
     where = f"patch of plugin {plugin_id!r} in session {session_key!r}"
     if not isinstance(patch, Mapping):
         raise SessionStateError(f"{where}: must be a JSON object of extension names")
-    _check_json(patch, where)
+    check_json(patch, where)
     owned = {spec["name"] for spec in services.extensions(plugin_id)}
     for name in patch:
         if name in owned:
@@ -86,7 +86,7 @@ def patch_plugin_extensions(
             f"{where}: plugin {plugin_id!r} registered no session extension {name!r} "
             f"(registered: {sorted(owned) or 'none'})"
         )
-    with services.store.atomic(_ext_lock(session_key)):
+    with services.store.atomic(ext_lock(session_key)):
         current = {name: services.get_state(session_key, plugin_id, name) for name in owned}
         writes: dict[str, Any] = {}
         for name, change in patch.items():
@@ -95,7 +95,7 @@ def patch_plugin_extensions(
                 if change is None
                 else json_merge_patch(current[name], change)
             )
-            size = _json_size(state, f"{where}: {name}")
+            size = json_size(state, f"{where}: {name}")
             if size > MAX_EXTENSION_STATE_BYTES:
                 raise ExtensionStateTooLarge(
                     f"{where}: extension {name!r} would be {size} bytes; the limit is "
@@ -103,11 +103,11 @@ def patch_plugin_extensions(
                 )
             writes[name] = None if change is None else state
         for name, state in writes.items():
-            key = _key(session_key, plugin_id, name)
+            key = store_key(session_key, plugin_id, name)
             if state is None:
-                services.store.delete(_EXT_NS, key)
-                current[name] = _plain(services._spec(plugin_id, name).default)
+                services.store.delete(EXT_NS, key)
+                current[name] = plain_json(services._spec(plugin_id, name).default)
             else:
-                services.store.put(_EXT_NS, key, state)
+                services.store.put(EXT_NS, key, state)
                 current[name] = state
     return {name: current[name] for name in sorted(current)}

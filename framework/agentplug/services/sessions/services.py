@@ -19,39 +19,39 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentplug.core.registration import call_shape
 from agentplug.services.sessions import injections as _injections
 from agentplug.services.sessions.api import (
+    ExtensionSpec,
     InjectionReceipt,
     SessionApi,
     SessionExtension,
-    _ExtensionSpec,
 )
 from agentplug.services.sessions.injections import InjectionClaim
 from agentplug.services.sessions.state import (
-    _CLAIMS_NS,
-    _DELIVERED_NS,
-    _DESTRUCTIVE,
-    _EXT_NS,
-    _INDEX_NS,
-    _QUEUE_NS,
+    CLAIMS_NS,
     CLEANUP_REASONS,
+    DELIVERED_NS,
+    DESTRUCTIVE_REASONS,
+    EXT_NS,
+    INDEX_NS,
     INJECTION_LEASE_MS,
     MAX_EXTENSION_STATE_BYTES,
     MAX_INJECTION_METADATA_BYTES,
     MAX_INJECTION_TEXT_BYTES,
     MAX_PENDING_PER_PLUGIN,
+    QUEUE_NS,
     CleanupReason,
     InjectionQueueFull,
     SessionStateError,
     UnknownExtensionError,
-    _check_json,
-    _check_name,
-    _check_session_key,
-    _ext_lock,
-    _json_size,
-    _key,
-    _plain,
-    _queue_lock,
-    _split,
+    check_json,
+    check_name,
+    check_session_key,
+    ext_lock,
     json_merge_patch,
+    json_size,
+    plain_json,
+    queue_lock,
+    split_store_key,
+    store_key,
 )
 from agentplug.store import StateStore
 
@@ -73,7 +73,7 @@ class SessionServices:
         """Where session state lives (the gateway's store)."""
         self.clock: Callable[[], float] = time.time
         """Wall clock in seconds (tests replace it to expire injections)."""
-        self._extensions: dict[tuple[str, str], _ExtensionSpec] = {}
+        self._extensions: dict[tuple[str, str], ExtensionSpec] = {}
         self._cleanups: dict[str, list[Callable[..., Any]]] = {}
         self._apis: dict[str, SessionApi] = {}
         self._owners: dict[str, object] = {}
@@ -126,8 +126,8 @@ class SessionServices:
     ) -> SessionExtension:
         """Declare an extension of ``plugin_id`` (see ``api.session.state``)."""
         where = f"plugin {plugin_id!r}: session extension {name!r}"
-        _check_name(name, f"{where}: name")
-        size = _json_size(default, f"{where}: default")
+        check_name(name, f"{where}: name")
+        size = json_size(default, f"{where}: default")
         if size > MAX_EXTENSION_STATE_BYTES:
             raise SessionStateError(
                 f"{where}: default is {size} bytes; the limit is {MAX_EXTENSION_STATE_BYTES}"
@@ -139,7 +139,7 @@ class SessionServices:
         with self._lock:
             if (plugin_id, name) in self._extensions:
                 raise SessionStateError(f"{where} is already registered")
-            spec = _ExtensionSpec(plugin_id, name, _plain(default), description, cleanup)
+            spec = ExtensionSpec(plugin_id, name, plain_json(default), description, cleanup)
             self._extensions[(plugin_id, name)] = spec
         return SessionExtension(self, spec)
 
@@ -150,13 +150,13 @@ class SessionServices:
                 "plugin_id": s.plugin_id,
                 "name": s.name,
                 "description": s.description,
-                "default": _plain(s.default),
+                "default": plain_json(s.default),
             }
             for s in self._extensions.values()
             if plugin_id is None or s.plugin_id == plugin_id
         ]
 
-    def _spec(self, plugin_id: str, name: str) -> _ExtensionSpec:
+    def _spec(self, plugin_id: str, name: str) -> ExtensionSpec:
         spec = self._extensions.get((plugin_id, name))
         if spec is None:
             known = sorted(n for p, n in self._extensions if p == plugin_id)
@@ -170,8 +170,8 @@ class SessionServices:
     def get_state(self, session_key: str, plugin_id: str, name: str) -> Any:
         """The state of one extension in one session (its default when never set)."""
         spec = self._spec(plugin_id, name)
-        stored = self.store.get(_EXT_NS, _key(_check_session_key(session_key), plugin_id, name))
-        return _plain(spec.default) if stored is None else stored
+        stored = self.store.get(EXT_NS, store_key(check_session_key(session_key), plugin_id, name))
+        return plain_json(spec.default) if stored is None else stored
 
     def patch(self, session_key: str, plugin_id: str, name: str, patch: Mapping[str, Any]) -> Any:
         """Apply a JSON merge patch to one extension's state; return the new state.
@@ -181,27 +181,27 @@ class SessionServices:
         exceeds :data:`MAX_EXTENSION_STATE_BYTES`.
         """
         spec = self._spec(plugin_id, name)
-        _check_session_key(session_key)
+        check_session_key(session_key)
         where = f"patch of {plugin_id!r}/{name!r}"
         if not isinstance(patch, Mapping):
             raise SessionStateError(
                 f"{where}: a patch must be a JSON object, got {type(patch).__name__}"
             )
-        _check_json(patch, where)
+        check_json(patch, where)
         # One transaction: two processes patching the same state both land.
-        with self.store.atomic(_ext_lock(session_key)):
-            key = _key(session_key, plugin_id, name)
-            current = self.store.get(_EXT_NS, key)
+        with self.store.atomic(ext_lock(session_key)):
+            key = store_key(session_key, plugin_id, name)
+            current = self.store.get(EXT_NS, key)
             if current is None:
-                current = _plain(spec.default)
+                current = plain_json(spec.default)
             state = json_merge_patch(current, patch)
-            size = _json_size(state, where)
+            size = json_size(state, where)
             if size > MAX_EXTENSION_STATE_BYTES:
                 raise SessionStateError(
                     f"{where}: the state would be {size} bytes; the limit is "
                     f"{MAX_EXTENSION_STATE_BYTES}"
                 )
-            self.store.put(_EXT_NS, key, state)
+            self.store.put(EXT_NS, key, state)
         return state
 
     def session_row(self, session_key: str) -> dict[str, Any]:
@@ -209,13 +209,16 @@ class SessionServices:
 
         Every registered extension appears (with its default when never patched).
         """
-        _check_session_key(session_key)
-        stored = {tuple(_split(k)[1:3]): v for k, v in self.store.items(_EXT_NS, _key(session_key))}
+        check_session_key(session_key)
+        stored = {
+            tuple(split_store_key(k)[1:3]): v
+            for k, v in self.store.items(EXT_NS, store_key(session_key))
+        }
         projection: dict[str, dict[str, Any]] = {}
         for (plugin_id, name), spec in sorted(self._extensions.items()):
             value = stored.get((plugin_id, name))
             projection.setdefault(plugin_id, {})[name] = (
-                _plain(spec.default) if value is None else value
+                plain_json(spec.default) if value is None else value
             )
         return {"session_key": session_key, "plugin_extensions": projection}
 
@@ -238,7 +241,7 @@ class SessionServices:
     ) -> InjectionReceipt:
         """Queue ``text`` for the next turn of ``session_key`` (see ``api.session``)."""
         where = f"plugin {plugin_id!r}: enqueue_next_turn_injection"
-        _check_session_key(session_key)
+        check_session_key(session_key)
         if not isinstance(text, str) or not text.strip():
             raise SessionStateError(f"{where}: text must be a non-empty string")
         size = len(text.encode("utf-8"))
@@ -259,7 +262,7 @@ class SessionServices:
         if metadata is not None:
             if not isinstance(metadata, Mapping):
                 raise SessionStateError(f"{where}: metadata must be a JSON object")
-            msize = _json_size(metadata, f"{where}: metadata")
+            msize = json_size(metadata, f"{where}: metadata")
             if msize > MAX_INJECTION_METADATA_BYTES:
                 raise SessionStateError(
                     f"{where}: metadata is {msize} bytes; the limit is "
@@ -282,7 +285,7 @@ class SessionServices:
             "text": text,
             "placement": placement,
             "idempotency_key": idempotency_key,
-            "metadata": _plain(dict(metadata)) if metadata is not None else None,
+            "metadata": plain_json(dict(metadata)) if metadata is not None else None,
             "enqueued_at_ms": now,
             "expires_at_ms": now + ttl_ms if ttl_ms is not None else None,
         }
@@ -302,7 +305,7 @@ class SessionServices:
         Expired and gated entries, later duplicates of an idempotency key and entries
         under a live claim of a turn (in any process) are left out.
         """
-        _check_session_key(session_key)
+        check_session_key(session_key)
         return _injections.pending(self, session_key)
 
     def claim_injections(self, session_key: str, *, lease_ms: int | None = None) -> InjectionClaim:
@@ -317,7 +320,7 @@ class SessionServices:
         idempotency key was already delivered are dropped here, in the same
         transaction.
         """
-        _check_session_key(session_key)
+        check_session_key(session_key)
         lease = self.injection_lease_ms if lease_ms is None else lease_ms
         if isinstance(lease, bool) or not isinstance(lease, int) or lease <= 0:
             raise SessionStateError(
@@ -389,7 +392,7 @@ class SessionServices:
         ``reset``/``delete`` then deletes every plugin's state and pending injections of
         that session (``restart`` keeps them).
         """
-        _check_session_key(session_key)
+        check_session_key(session_key)
         if reason not in CLEANUP_REASONS or reason == "disable":
             raise ValueError(
                 f"session cleanup reason must be 'reset', 'delete' or 'restart'; got "
@@ -397,13 +400,13 @@ class SessionServices:
             )
         for plugin_id in self._plugins():
             self._call_cleanups(plugin_id, reason, session_key)
-        if reason in _DESTRUCTIVE:
-            with self.store.atomic(_ext_lock(session_key), _queue_lock(session_key)):
-                self.store.delete_prefix(_EXT_NS, _key(session_key))
-                self.store.clear_queue(_QUEUE_NS, session_key)
-                self.store.delete_prefix(_CLAIMS_NS, _key(session_key))
-                self.store.delete_prefix(_DELIVERED_NS, _key(session_key))
-                self.store.delete(_INDEX_NS, _key(session_key))
+        if reason in DESTRUCTIVE_REASONS:
+            with self.store.atomic(ext_lock(session_key), queue_lock(session_key)):
+                self.store.delete_prefix(EXT_NS, store_key(session_key))
+                self.store.clear_queue(QUEUE_NS, session_key)
+                self.store.delete_prefix(CLAIMS_NS, store_key(session_key))
+                self.store.delete_prefix(DELIVERED_NS, store_key(session_key))
+                self.store.delete(INDEX_NS, store_key(session_key))
 
     def cleanup_plugin(self, plugin_id: str, reason: CleanupReason) -> None:
         """A plugin was disabled (or its runtime restarted), in every session.
@@ -415,35 +418,35 @@ class SessionServices:
         if reason not in CLEANUP_REASONS:
             raise ValueError(f"cleanup reason must be one of {sorted(CLEANUP_REASONS)}")
         self._call_cleanups(plugin_id, reason, None)
-        if reason not in _DESTRUCTIVE:
+        if reason not in DESTRUCTIVE_REASONS:
             return
         if reason == "disable":
             self._forget(plugin_id)
         store = self.store
-        for key, _ in store.items(_EXT_NS):
-            if _split(key)[1] == plugin_id:
-                with store.atomic(_ext_lock(_split(key)[0])):
-                    store.delete(_EXT_NS, key)
-        for key, _ in store.items(_DELIVERED_NS):
-            if _split(key)[1] == plugin_id:
-                store.delete(_DELIVERED_NS, key)
-        for index_key, _ in store.items(_INDEX_NS):
-            session_key = _split(index_key)[0]
-            with store.atomic(_queue_lock(session_key)):
+        for key, _ in store.items(EXT_NS):
+            if split_store_key(key)[1] == plugin_id:
+                with store.atomic(ext_lock(split_store_key(key)[0])):
+                    store.delete(EXT_NS, key)
+        for key, _ in store.items(DELIVERED_NS):
+            if split_store_key(key)[1] == plugin_id:
+                store.delete(DELIVERED_NS, key)
+        for index_key, _ in store.items(INDEX_NS):
+            session_key = split_store_key(index_key)[0]
+            with store.atomic(queue_lock(session_key)):
                 # Claim, ack this plugin's entries, release the rest: the others keep
                 # their place, and turns keep their live claims.
                 owner = f"cleanup-{uuid.uuid4().hex}"
-                claimed = store.claim(_QUEUE_NS, session_key, owner=owner, lease_ms=60_000)
+                claimed = store.claim(QUEUE_NS, session_key, owner=owner, lease_ms=60_000)
                 doomed = [
                     seq
                     for seq, e in claimed
                     if not isinstance(e, dict) or e.get("plugin_id") == plugin_id
                 ]
-                store.ack(_QUEUE_NS, session_key, doomed, owner=owner)
+                store.ack(QUEUE_NS, session_key, doomed, owner=owner)
                 kept = [seq for seq, _ in claimed if seq not in set(doomed)]
-                store.release(_QUEUE_NS, session_key, kept, owner=owner)
-                if not store.peek(_QUEUE_NS, session_key):
-                    store.delete(_INDEX_NS, index_key)
+                store.release(QUEUE_NS, session_key, kept, owner=owner)
+                if not store.peek(QUEUE_NS, session_key):
+                    store.delete(INDEX_NS, index_key)
 
     def restart(self) -> None:
         """The runtime restarts: every plugin's callbacks get ``restart``; state is kept."""

@@ -19,23 +19,39 @@ from agentplug.core.redaction import scrub, scrub_clipped
 from agentplug.store.base import KEY_RULE, key_problem
 
 __all__ = [
+    "CLAIMS_NS",
     "CLEANUP_REASONS",
     "DELIVERED_KEY_RETENTION_MS",
+    "DELIVERED_NS",
+    "DESTRUCTIVE_REASONS",
+    "EXT_NS",
+    "INDEX_NS",
     "INJECTION_LEASE_MS",
     "MAX_EXTENSION_STATE_BYTES",
     "MAX_INJECTION_METADATA_BYTES",
     "MAX_INJECTION_TEXT_BYTES",
     "MAX_PENDING_PER_PLUGIN",
+    "QUEUE_NS",
     "CleanupReason",
     "InjectionQueueFull",
     "SessionStateError",
     "UnknownExtensionError",
+    "check_json",
+    "check_name",
+    "check_session_key",
+    "ext_lock",
     "json_merge_patch",
+    "json_size",
+    "plain_json",
+    "queue_lock",
+    "split_store_key",
+    "store_key",
 ]
 
 CleanupReason = Literal["reset", "delete", "disable", "restart"]
 CLEANUP_REASONS: frozenset[str] = frozenset({"reset", "delete", "disable", "restart"})
-_DESTRUCTIVE = frozenset({"reset", "delete", "disable"})
+DESTRUCTIVE_REASONS = frozenset({"reset", "delete", "disable"})
+"""The cleanup reasons that drop a session's state (``restart`` keeps it)."""
 
 MAX_EXTENSION_STATE_BYTES = 16 * 1024
 """Largest serialised state of one extension in one session."""
@@ -56,19 +72,24 @@ Longer than the prompt hooks' default timeouts added up (``agent_turn_prepare``,
 back this long after its claim. ``host.sessions.injection_lease_ms`` overrides it.
 """
 
-_EXT_NS = "session.ext"
-_QUEUE_NS = "session.injections"
-_DELIVERED_NS = "session.injections.delivered"
-_INDEX_NS = "session.injections.sessions"
-_CLAIMS_NS = "session.injections.claims"
+EXT_NS = "session.ext"
+"""Store namespace of extension state (key: session, plugin id, extension name)."""
+QUEUE_NS = "session.injections"
+"""Store namespace of the next-turn injection queues (one queue per session)."""
+DELIVERED_NS = "session.injections.delivered"
+"""Store namespace of delivered idempotency keys (session, plugin id, key)."""
+INDEX_NS = "session.injections.sessions"
+"""Store namespace of the sessions that ever had an injection queued."""
+CLAIMS_NS = "session.injections.claims"
+"""Store namespace of the claims turns hold on injections (session, owner)."""
 
 
-def _queue_lock(session_key: str) -> str:
+def queue_lock(session_key: str) -> str:
     """The :meth:`StateStore.atomic` lock of one session's injection queue."""
     return f"session.injections:{session_key}"
 
 
-def _ext_lock(session_key: str) -> str:
+def ext_lock(session_key: str) -> str:
     """The :meth:`StateStore.atomic` lock of one session's extension state."""
     return f"session.ext:{session_key}"
 
@@ -88,13 +109,16 @@ class InjectionQueueFull(SessionStateError):
     """The plugin already has the maximum of pending injections for that session."""
 
 
-def _json_size(value: Any, what: str) -> int:
+def json_size(value: Any, what: str) -> int:
     """Bytes of ``value`` as compact JSON; :class:`SessionStateError` when not JSON-only."""
-    _check_json(value, what)
+    check_json(value, what)
     return len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8"))
 
 
-def _check_json(value: Any, what: str, depth: int = 0) -> None:
+def check_json(value: Any, what: str, depth: int = 0) -> None:
+    """Raise :class:`SessionStateError` (naming the path in ``what``) unless ``value`` is
+    JSON-only: dicts with string keys, lists, tuples, strings, finite numbers, booleans,
+    ``None``, at most 32 levels deep."""
     # Strict: only what JSON can express, so the state reads back exactly as written.
     if depth > 32:
         raise SessionStateError(f"{what} is nested too deeply (more than 32 levels)")
@@ -111,11 +135,11 @@ def _check_json(value: Any, what: str, depth: int = 0) -> None:
                     f"{what} must be JSON-compatible: object keys must be strings, "
                     f"got {type(key).__name__}"
                 )
-            _check_json(item, f"{what}.{key}", depth + 1)
+            check_json(item, f"{what}.{key}", depth + 1)
         return
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            _check_json(item, f"{what}[{index}]", depth + 1)
+            check_json(item, f"{what}[{index}]", depth + 1)
         return
     raise SessionStateError(
         f"{what} must be JSON-compatible (dict, list, str, int, float, bool, None); "
@@ -123,7 +147,7 @@ def _check_json(value: Any, what: str, depth: int = 0) -> None:
     )
 
 
-def _plain(value: Any) -> Any:
+def plain_json(value: Any) -> Any:
     """A plain JSON copy (frozen containers and tuples become dicts and lists)."""
     return json.loads(json.dumps(value, allow_nan=False))
 
@@ -131,7 +155,7 @@ def _plain(value: Any) -> Any:
 def json_merge_patch(target: Any, patch: Any) -> Any:
     """Apply an RFC 7396 JSON merge patch: objects merge, ``None`` deletes a key."""
     if not isinstance(patch, Mapping):
-        return _plain(patch)
+        return plain_json(patch)
     result = dict(target) if isinstance(target, Mapping) else {}
     for key, value in patch.items():
         if value is None:
@@ -141,15 +165,18 @@ def json_merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def _key(*parts: str) -> str:
+def store_key(*parts: str) -> str:
+    """A store key made of ``parts`` (each percent-quoted, ``/``-separated, ``/``-ended)."""
     return "/".join(quote(part, safe="") for part in parts) + "/"
 
 
-def _split(key: str) -> list[str]:
+def split_store_key(key: str) -> list[str]:
+    """The parts of a :func:`store_key`."""
     return [unquote(part) for part in key.rstrip("/").split("/")]
 
 
-def _check_name(value: Any, what: str) -> str:
+def check_name(value: Any, what: str) -> str:
+    """``value`` when it is a valid extension name; else a :class:`SessionStateError`."""
     if not isinstance(value, str) or not _NAME.match(value):
         raise SessionStateError(
             f"{what} must be 1-64 characters of letters, digits, '_', '.', '-' "
@@ -158,7 +185,9 @@ def _check_name(value: Any, what: str) -> str:
     return value
 
 
-def _check_session_key(session_key: Any) -> str:
+def check_session_key(session_key: Any) -> str:
+    """``session_key`` when the store accepts it; else a :class:`SessionStateError`
+    quoting (scrubbed, clipped) what was given."""
     problem = None
     if not isinstance(session_key, str) or not session_key or len(session_key) > 512:
         problem = "must be a non-empty string of at most 512 characters"

@@ -62,11 +62,11 @@ from agentplug.actions.builtins.comms.log_levels import (
     TRACE,
     RoomLevelFilter,
     RoomLogLevels,
-    _log_level_action,
+    log_level_action,
     room_log_levels,
     room_logger,
 )
-from agentplug.actions.builtins.comms.message import MessagingService, _message_action
+from agentplug.actions.builtins.comms.message import MessagingService, message_action
 from agentplug.actions.builtins.comms.runs import (
     RUNS_SERVICE,
     HostTerminal,
@@ -76,7 +76,7 @@ from agentplug.actions.builtins.comms.runs import (
     terminal_runs,
 )
 from agentplug.actions.builtins.comms.settings import ShellSettings
-from agentplug.actions.builtins.comms.shell import TERMINAL_SERVICE, _shell_action
+from agentplug.actions.builtins.comms.shell import TERMINAL_SERVICE, shell_action
 from agentplug.actions.model import Action
 
 if TYPE_CHECKING:
@@ -119,4 +119,4 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
     shell = load_settings(runtime.host.config.actions, "shell", ShellSettings)
     output_hub(runtime)
     room_log_levels(runtime)
-    return [_message_action(), _shell_action(runtime, shell), _log_level_action()]
+    return [message_action(), shell_action(runtime, shell), log_level_action()]

@@ -10,7 +10,16 @@ import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from agentplug.actions.builtins._shared import _get_or_register
+from agentplug.actions.builtins._shared import get_or_register
+
+__all__ = [
+    "OUTPUT_HUB_SERVICE",
+    "RUN_ID_PATTERN",
+    "OutputChunk",
+    "OutputHub",
+    "RunStatus",
+    "output_hub",
+]
 
 OUTPUT_HUB_SERVICE = "terminal_output"
 
@@ -52,11 +61,12 @@ class _Channel:
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
 
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+"""What a terminal run id may look like."""
 
 
 def _check_run_id(run_id: str) -> str:
-    if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
         raise ValueError(
             f"run id {run_id!r} must be 1-128 characters of letters, digits, '_', '.', ':', '-'"
         )
@@ -221,4 +231,4 @@ def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]) -> Non
 
 def output_hub(runtime: object) -> OutputHub:
     """The runtime's ``terminal_output`` hub (created and registered on first use)."""
-    return _get_or_register(runtime, OUTPUT_HUB_SERVICE, OutputHub, OutputHub)
+    return get_or_register(runtime, OUTPUT_HUB_SERVICE, OutputHub, OutputHub)

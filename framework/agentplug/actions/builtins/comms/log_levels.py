@@ -11,7 +11,7 @@ import logging
 import threading
 from collections.abc import Mapping
 
-from agentplug.actions.builtins._shared import _get_or_register, _params, _text_param
+from agentplug.actions.builtins._shared import get_or_register, handler_params, text_param
 from agentplug.actions.model import (
     Action,
     ActionExample,
@@ -22,6 +22,17 @@ from agentplug.actions.model import (
     Message,
     State,
 )
+
+__all__ = [
+    "LEVELS",
+    "LOG_LEVELS_SERVICE",
+    "TRACE",
+    "RoomLevelFilter",
+    "RoomLogLevels",
+    "log_level_action",
+    "room_log_levels",
+    "room_logger",
+]
 
 TRACE = 5
 """The ``trace`` log level (below ``DEBUG``), registered with :mod:`logging` as ``TRACE``."""
@@ -186,13 +197,13 @@ _LEVEL_NAMES = ("trace", "debug", "info", "warn", "error")
 
 def room_log_levels(runtime: object) -> RoomLogLevels:
     """The runtime's ``log_levels`` service (created and registered on first use)."""
-    return _get_or_register(runtime, LOG_LEVELS_SERVICE, RoomLogLevels, RoomLogLevels)
+    return get_or_register(runtime, LOG_LEVELS_SERVICE, RoomLogLevels, RoomLogLevels)
 
 
 async def _log_level(
     runtime: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
 ) -> ActionResult:
-    raw = _text_param(_params(options), "level")
+    raw = text_param(handler_params(options), "level")
     allowed = ", ".join(_LEVEL_NAMES)
     if raw is None:
         return ActionResult.failure(
@@ -230,7 +241,8 @@ async def _log_level(
     )
 
 
-def _log_level_action() -> Action:
+def log_level_action() -> Action:
+    """The ``LOG_LEVEL`` action: set the log level of the current room (or session)."""
     return Action(
         name="LOG_LEVEL",
         similes=("SET_LOG_LEVEL", "LOGLEVEL", "VERBOSITY"),

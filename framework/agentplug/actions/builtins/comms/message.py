@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Protocol, runtime_checkable
 
-from agentplug.actions.builtins._shared import _params, _text_param
+from agentplug.actions.builtins._shared import handler_params, text_param
 from agentplug.actions.model import (
     Action,
     ActionExample,
@@ -17,6 +17,8 @@ from agentplug.actions.model import (
     ParameterSchema,
     State,
 )
+
+__all__ = ["MessagingService", "message_action"]
 
 
 @runtime_checkable
@@ -42,8 +44,8 @@ _SEND_METHODS = {"user": "send_to_user", "room": "send_to_room"}
 async def _message(
     runtime: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
 ) -> ActionResult:
-    params = _params(options)
-    missing = [n for n in ("text", "targetType", "source", "target") if not _text_param(params, n)]
+    params = handler_params(options)
+    missing = [n for n in ("text", "targetType", "source", "target") if not text_param(params, n)]
     if missing:
         return ActionResult.failure(
             f"Missing required parameter: {missing[0]}. MESSAGE needs text, targetType "
@@ -103,7 +105,8 @@ async def _message(
     )
 
 
-def _message_action() -> Action:
+def message_action() -> Action:
+    """The ``MESSAGE`` action: send a message to a user or a room."""
     return Action(
         name="MESSAGE",
         similes=("SEND_MESSAGE", "SEND_DM", "DIRECT_MESSAGE", "POST_MESSAGE"),

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from agentplug.actions.builtins._shared import _get_or_register, load_settings
+from agentplug.actions.builtins._shared import get_or_register, load_settings
 from agentplug.actions.builtins.comms.hub import OutputHub, output_hub
 from agentplug.actions.builtins.comms.settings import ShellSettings
 from agentplug.actions.handler_output import HandlerOutput
@@ -69,6 +69,7 @@ class ShellRuntime(Protocol):
     def get_service(self, name: str) -> object | None: ...
 
     def register_service(self, name: str, service: object) -> None: ...
+
 
 __all__ = [
     "MAX_KEPT_RUNS",
@@ -390,7 +391,7 @@ def terminal_runs(
     ``default_cwd`` and ``terminal`` apply when it is created (``agentplug serve`` passes
     its state directory before anything else asks).
     """
-    return _get_or_register(
+    return get_or_register(
         runtime,
         RUNS_SERVICE,
         TerminalRuns,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from agentplug.actions.builtins._shared import _Section
+from agentplug.actions.builtins._shared import SettingsSection
 
 __all__ = ["DEFAULT_MAX_ACTIVE_RUNS", "ShellSettings"]
 
@@ -17,7 +17,7 @@ DEFAULT_MAX_ACTIVE_RUNS = 8
 """Commands running at once when ``actions.shell.maxActiveRuns`` is not set."""
 
 
-class ShellSettings(_Section):
+class ShellSettings(SettingsSection):
     """``actions.shell``."""
 
     enabled: bool = False

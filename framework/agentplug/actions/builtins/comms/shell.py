@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentplug.actions.builtins._shared import _params, _text_param
-from agentplug.actions.builtins.comms.hub import _RUN_ID
+from agentplug.actions.builtins._shared import handler_params, text_param
+from agentplug.actions.builtins.comms.hub import RUN_ID_PATTERN
 from agentplug.actions.builtins.comms.runs import (
     TERMINAL_SERVICE,
     ShellRefused,
@@ -37,12 +37,19 @@ from agentplug.actions.terminal import TerminalResult
 if TYPE_CHECKING:
     from agentplug.actions.runtime import AgentRuntime
 
-__all__ = ["SHELL_DISABLED", "TERMINAL_SERVICE", "ShellSettings"]
+__all__ = [
+    "SHELL_DISABLED",
+    "TERMINAL_SERVICE",
+    "ShellSettings",
+    "shell_action",
+]
 
 SHELL_DISABLED = "shell disabled: set actions.shell.enabled = true"
 
 
-def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
+def shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
+    """The ``SHELL_COMMAND`` action of ``runtime``, per ``actions.shell``."""
+
     # ``settings`` were validated at registration; each run reads them again (live config).
     async def handler(
         rt: ActionRuntime, message: Message, state: State | None, options: HandlerOptions | None
@@ -59,15 +66,15 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
                 action="SHELL_COMMAND",
                 reason="disabled",
             )
-        params = _params(options)
-        command = _text_param(params, "command")
+        params = handler_params(options)
+        command = text_param(params, "command")
         if command is None:
             return ActionResult.failure(
                 "Missing required parameter: command (the shell command line to run).",
                 action="SHELL_COMMAND",
             )
         try:
-            run = runs.start(command, run_id=_text_param(params, "runId"), source="SHELL_COMMAND")
+            run = runs.start(command, run_id=text_param(params, "runId"), source="SHELL_COMMAND")
         except ShellRefused as exc:
             text = (
                 f"SHELL_COMMAND cannot run: {exc}."
@@ -98,7 +105,7 @@ def _shell_action(runtime: AgentRuntime, settings: ShellSettings) -> Action:
             ActionParameter(
                 name="runId",
                 description="optional id for the run, to subscribe to its output stream first",
-                schema=ParameterSchema(type="string", pattern=_RUN_ID.pattern),
+                schema=ParameterSchema(type="string", pattern=RUN_ID_PATTERN.pattern),
             ),
         ),
         examples=(

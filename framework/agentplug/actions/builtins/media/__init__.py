@@ -57,14 +57,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentplug.actions.builtins._shared import load_settings
-from agentplug.actions.builtins.media.analyze import _analyze_action
+from agentplug.actions.builtins.media.analyze import analyze_action
 from agentplug.actions.builtins.media.emotes import (
     Emote,
     EmoteCatalogue,
-    _emote_action,
+    emote_action,
     load_emote_catalogue,
 )
-from agentplug.actions.builtins.media.generate import _generate_action, infer_media_type
+from agentplug.actions.builtins.media.generate import generate_action, infer_media_type
 from agentplug.actions.builtins.media.providers import (
     MEDIA_SERVICE,
     MEDIA_TYPES,
@@ -115,4 +115,4 @@ def builtin_actions(runtime: AgentRuntime) -> list[Action]:
     catalogue = load_emote_catalogue(emotes.catalogue)
     if runtime.get_service(MEDIA_SERVICE) is None:
         media_providers(runtime)
-    return [_generate_action(media), _analyze_action(media), _emote_action(catalogue, avatar)]
+    return [generate_action(media), analyze_action(media), emote_action(catalogue, avatar)]

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from agentplug.actions.builtins._shared import _params, _text
-from agentplug.actions.builtins.media.providers import _pick_provider
+from agentplug.actions.builtins._shared import handler_params, stripped_text_param
+from agentplug.actions.builtins.media.providers import pick_provider
 from agentplug.actions.builtins.media.settings import MediaSettings
 from agentplug.actions.model import (
     Action,
@@ -22,6 +22,8 @@ from agentplug.actions.model import (
     Message,
     State,
 )
+
+__all__ = ["analyze_action"]
 
 _MAX_BASE64_CHARS = 32 * 1024 * 1024
 _DATA_URL = re.compile(r"^data:[\w.+-]+/[\w.+-]+(;[\w=.+-]+)*;base64,", re.IGNORECASE)
@@ -54,20 +56,25 @@ def _check_image_input(url: str | None, b64: str | None) -> str | None:
     return None
 
 
-def _analyze_action(settings: MediaSettings) -> Action:
+def analyze_action(settings: MediaSettings) -> Action:
+    """The ``ANALYZE_IMAGE`` action, per ``actions.media``."""
+
     async def handler(
         rt: ActionRuntime,
         message: Message,
         state: State | None,
         options: HandlerOptions | None,
     ) -> ActionResult:
-        params = _params(options)
-        url, b64 = _text(params, "imageUrl"), _text(params, "imageBase64")
+        params = handler_params(options)
+        url, b64 = (
+            stripped_text_param(params, "imageUrl"),
+            stripped_text_param(params, "imageBase64"),
+        )
         problem = _check_image_input(url, b64)
         if problem is not None:
             return ActionResult.failure(problem, action="ANALYZE_IMAGE")
-        prompt = _text(params, "prompt") or "Describe this image in detail."
-        picked = _pick_provider(
+        prompt = stripped_text_param(params, "prompt") or "Describe this image in detail."
+        picked = pick_provider(
             rt,
             [
                 ("actions.media.visionProvider", settings.vision_provider),

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentplug.actions.builtins._shared import _params, _text
+from agentplug.actions.builtins._shared import handler_params, stripped_text_param
 from agentplug.actions.builtins.media.settings import AvatarSettings
 from agentplug.actions.model import (
     Action,
@@ -26,6 +26,8 @@ from agentplug.actions.model import (
 )
 from agentplug.core.errors import ConfigError
 from agentplug.security.ssrf import FetchError, SSRFBlocked, SSRFPolicy, guarded_fetch
+
+__all__ = ["Emote", "EmoteCatalogue", "emote_action", "load_emote_catalogue"]
 
 
 class Emote(BaseModel):
@@ -127,7 +129,8 @@ def _allow_entry(url: str) -> tuple[str, str]:
     return (f"[{host}]:{port}" if ":" in host else f"{host}:{port}"), host
 
 
-def _emote_action(catalogue: EmoteCatalogue, avatar: AvatarSettings) -> Action:
+def emote_action(catalogue: EmoteCatalogue, avatar: AvatarSettings) -> Action:
+    """The ``PLAY_EMOTE`` action over ``catalogue``, played on the ``actions.avatar`` endpoint."""
     policy: SSRFPolicy | None = None
     if avatar.url is not None:
         entry, _ = _allow_entry(avatar.url)
@@ -144,7 +147,7 @@ def _emote_action(catalogue: EmoteCatalogue, avatar: AvatarSettings) -> Action:
         state: State | None,
         options: HandlerOptions | None,
     ) -> ActionResult:
-        query = _text(_params(options), "emote")
+        query = stripped_text_param(handler_params(options), "emote")
         if query is None:
             return ActionResult.failure(
                 "Missing required parameter: emote (for example "

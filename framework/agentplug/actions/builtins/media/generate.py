@@ -7,13 +7,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from agentplug.actions.builtins._shared import _params, _text
+from agentplug.actions.builtins._shared import handler_params, stripped_text_param
 from agentplug.actions.builtins.media.providers import (
     MEDIA_TYPES,
     MediaResult,
     MediaType,
     UnsupportedMediaType,
-    _pick_provider,
+    pick_provider,
 )
 from agentplug.actions.builtins.media.settings import MediaSettings
 from agentplug.actions.model import (
@@ -27,6 +27,8 @@ from agentplug.actions.model import (
     ParameterSchema,
     State,
 )
+
+__all__ = ["generate_action", "infer_media_type"]
 
 _MEDIA_WORDS: Mapping[MediaType, tuple[str, ...]] = {
     "image": (
@@ -95,20 +97,22 @@ def infer_media_type(prompt: str) -> MediaType:
     return "image"
 
 
-def _generate_action(settings: MediaSettings) -> Action:
+def generate_action(settings: MediaSettings) -> Action:
+    """The ``GENERATE_MEDIA`` action, per ``actions.media``."""
+
     async def handler(
         rt: ActionRuntime,
         message: Message,
         state: State | None,
         options: HandlerOptions | None,
     ) -> ActionResult:
-        params = _params(options)
-        prompt = _text(params, "prompt")
+        params = handler_params(options)
+        prompt = stripped_text_param(params, "prompt")
         if prompt is None:
             return ActionResult.failure(
                 "Missing required parameter: prompt (what to generate).", action="GENERATE_MEDIA"
             )
-        forced = _text(params, "mediaType")
+        forced = stripped_text_param(params, "mediaType")
         if forced is not None and forced.casefold() not in MEDIA_TYPES:
             return ActionResult.failure(
                 f"Unknown mediaType {forced!r}: use image, video or audio.",
@@ -118,7 +122,7 @@ def _generate_action(settings: MediaSettings) -> Action:
         for kind in MEDIA_TYPES:
             if forced is not None and forced.casefold() == kind:
                 media_type = kind
-        picked = _pick_provider(rt, [("actions.media.provider", settings.provider)])
+        picked = pick_provider(rt, [("actions.media.provider", settings.provider)])
         if isinstance(picked, ActionResult):
             return picked
         provider_id, provider = picked

@@ -12,12 +12,26 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentplug.actions.builtins._shared import _get_or_register
+from agentplug.actions.builtins._shared import get_or_register
 from agentplug.actions.model import (
     ActionResult,
     ActionRuntime,
     Attachment,
 )
+
+__all__ = [
+    "MEDIA_SERVICE",
+    "MEDIA_TYPES",
+    "NO_PROVIDER_TEXT",
+    "MediaProvider",
+    "MediaProviderError",
+    "MediaProviders",
+    "MediaResult",
+    "MediaType",
+    "UnsupportedMediaType",
+    "media_providers",
+    "pick_provider",
+]
 
 MEDIA_SERVICE = "media"
 
@@ -113,10 +127,10 @@ class MediaProviders:
 
 def media_providers(runtime: object) -> MediaProviders:
     """The runtime's ``media`` registry (created and registered on first use)."""
-    return _get_or_register(runtime, MEDIA_SERVICE, MediaProviders, MediaProviders)
+    return get_or_register(runtime, MEDIA_SERVICE, MediaProviders, MediaProviders)
 
 
-def _pick_provider(
+def pick_provider(
     runtime: ActionRuntime, preferred: Sequence[tuple[str, str | None]]
 ) -> tuple[str, MediaProvider] | ActionResult:
     """The provider to use, or the failed result explaining why there is none."""

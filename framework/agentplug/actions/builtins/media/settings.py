@@ -7,10 +7,10 @@ from typing import Any
 import httpx
 from pydantic import Field, field_validator
 
-from agentplug.actions.builtins._shared import _Section
+from agentplug.actions.builtins._shared import SettingsSection
 
 
-class MediaSettings(_Section):
+class MediaSettings(SettingsSection):
     """``actions.media``."""
 
     provider: str | None = None
@@ -20,7 +20,7 @@ class MediaSettings(_Section):
     timeout_seconds: float = Field(default=300.0, gt=0, le=3600)
 
 
-class AvatarSettings(_Section):
+class AvatarSettings(SettingsSection):
     """``actions.avatar``: the host's local avatar API."""
 
     url: str | None = None
@@ -46,7 +46,7 @@ class AvatarSettings(_Section):
         return value
 
 
-class EmoteSettings(_Section):
+class EmoteSettings(SettingsSection):
     """``actions.emotes``."""
 
     catalogue: str | list[Any] | dict[str, Any] | None = None
