@@ -195,14 +195,6 @@ PENDING: frozenset[tuple[str, str]] = frozenset(
         ("agentplug.core.concurrent", "_HANDLER_CONTEXT"),
         ("agentplug.core.dispatcher", "_HANDLER_CONTEXT"),
         ("agentplug.core.sequential", "_HANDLER_CONTEXT"),
-        # agent/: the old name of agentplug.actions.flow.extraction.first_json_object (an
-        # alias kept there only for this import).
-        ("agentplug.agent.selection", "_first_json_object"),
-        # cli/mcp_proxy.py: helpers of agentplug.api.serve (both are being rewritten).
-        ("agentplug.cli.mcp_proxy", "_bind"),
-        ("agentplug.cli.mcp_proxy", "_read_token"),
-        ("agentplug.cli.mcp_proxy", "_state_dir"),
-        ("agentplug.cli.mcp_proxy", "_url"),
     }
 )
 

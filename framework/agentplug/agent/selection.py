@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentplug.actions.flow.extraction import StructuredParameterExtractor, _first_json_object
+from agentplug.actions.flow.extraction import StructuredParameterExtractor, first_json_object
 from agentplug.actions.flow.parameters import ParameterValidationError, check_parameters
 from agentplug.actions.flow.selection import (
     ActionMatch,
@@ -52,7 +52,7 @@ def parse_json_answer(text: str) -> dict[str, Any] | None:
     """The first JSON object in a model answer (code fences allowed), or ``None``."""
     fenced = _FENCE.search(text)
     for candidate in ([fenced.group(1)] if fenced else []) + [text]:
-        found = _first_json_object(candidate)
+        found = first_json_object(candidate)
         if found is not None:
             return found[0]
     return None

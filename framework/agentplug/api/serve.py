@@ -52,9 +52,13 @@ __all__ = [
     "DEFAULT_PORT",
     "TOKEN_FILE",
     "add_serve_command",
+    "bind_loopback",
     "build_gateway",
     "loopback_bind_address",
     "main",
+    "read_token",
+    "serve_state_dir",
+    "socket_url",
     "write_token",
 ]
 
@@ -105,7 +109,9 @@ def write_token(state_dir: Path) -> tuple[str, Path]:
     return token, path
 
 
-def _read_token(path: Path) -> str:
+def read_token(path: Path) -> str:
+    """The bearer token in ``--token-file`` (:class:`ServeError` when unreadable or short;
+    a warning when other users can read the file)."""
     try:
         token = path.read_text(encoding="utf-8").strip()
     except OSError as exc:
@@ -135,7 +141,9 @@ def build_gateway(config: AgentplugConfig, state_dir: Path, store: Any = None) -
     return Gateway(config, state_dir=state_dir, store=store, resolver=ProgrammaticResolver())
 
 
-def _state_dir(value: str | None, config: AgentplugConfig) -> Path:
+def serve_state_dir(value: str | None, config: AgentplugConfig) -> Path:
+    """The state directory of a serving command (``--state-dir``, ``$AGENTPLUG_STATE_DIR``,
+    ``runtime.state_dir``, else ``.agentplug-state``), created mode 0700."""
     chosen = value or os.environ.get(STATE_DIR_ENV) or config.runtime.state_dir
     path = Path(chosen or DEFAULT_STATE_DIR)
     try:
@@ -166,7 +174,8 @@ def _open_store(config: AgentplugConfig, state_dir: Path) -> Any:
         raise _StoreRefused(str(exc), _EXIT_FAILED) from None
 
 
-def _bind(address: str, port: int) -> socket.socket:
+def bind_loopback(address: str, port: int) -> socket.socket:
+    """A listening socket on ``address`` (already checked to be loopback) and ``port``."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -181,7 +190,8 @@ def _bind(address: str, port: int) -> socket.socket:
     return sock
 
 
-def _url(sock: socket.socket) -> str:
+def socket_url(sock: socket.socket) -> str:
+    """``http://address:port`` of a listening socket."""
     address, port = sock.getsockname()[:2]
     shown = f"[{address}]" if ":" in address else address
     return f"http://{shown}:{port}"
@@ -220,7 +230,7 @@ async def _serve(
         await asyncio.sleep(0.02)
     if server.started:
         where = f" (token in {token_path})" if token_path is not None else ""
-        print(f"agentplug API listening on {_url(sock)}{where}", flush=True)
+        print(f"agentplug API listening on {socket_url(sock)}{where}", flush=True)
     try:
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -275,13 +285,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         config, source = resolve_config(args.config, verbose=bool(getattr(args, "verbose", 0)))
         config_path = _editable_config(source.path)
-        state_dir = _state_dir(args.state_dir, config)
+        state_dir = serve_state_dir(args.state_dir, config)
         store = _open_store(config, state_dir)
         if args.token_file:
-            token, token_path = _read_token(Path(args.token_file)), None
+            token, token_path = read_token(Path(args.token_file)), None
         else:
             token, token_path = write_token(state_dir)
-        sock = _bind(address, args.port)
+        sock = bind_loopback(address, args.port)
     except (ServeError, AgentplugError) as exc:
         print(f"agentplug serve: error: {one_line(exc)}", file=sys.stderr)
         return _EXIT_USAGE if isinstance(exc, AgentplugError) else _EXIT_FAILED

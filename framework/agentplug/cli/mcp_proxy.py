@@ -176,14 +176,20 @@ async def _serve_api(gateway: Gateway, args: argparse.Namespace, state_dir: Path
     import uvicorn
 
     from agentplug.api.app import create_app
-    from agentplug.api.serve import _bind, _read_token, _url, loopback_bind_address, write_token
+    from agentplug.api.serve import (
+        bind_loopback,
+        loopback_bind_address,
+        read_token,
+        socket_url,
+        write_token,
+    )
 
     address = loopback_bind_address(args.api_host)
     if args.token_file:
-        token, token_path = _read_token(Path(args.token_file)), None
+        token, token_path = read_token(Path(args.token_file)), None
     else:
         token, token_path = write_token(state_dir)
-    sock = _bind(address, args.api_port)
+    sock = bind_loopback(address, args.api_port)
     # Decisions taken at the proxy's API are its approvals: recorded as decided by "mcp".
     app = create_app(
         gateway, token=token, state_dir=state_dir, config_path=args.config, approvals_by="mcp"
@@ -200,7 +206,7 @@ async def _serve_api(gateway: Gateway, args: argparse.Namespace, state_dir: Path
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.02)
-    url = _url(sock)
+    url = socket_url(sock)
     where = f" (token in {token_path})" if token_path is not None else ""
     _say(f"control API listening on {url}{where}")
     return server, task, url, sock
@@ -209,7 +215,7 @@ async def _serve_api(gateway: Gateway, args: argparse.Namespace, state_dir: Path
 async def _run(args: argparse.Namespace) -> int:
     from mcp.server.stdio import stdio_server
 
-    from agentplug.api.serve import ServeError, _state_dir
+    from agentplug.api.serve import ServeError, serve_state_dir
     from agentplug.cli.common import command_config
     from agentplug.gateway import Gateway
     from agentplug.services.approvals import ProgrammaticResolver
@@ -223,7 +229,7 @@ async def _run(args: argparse.Namespace) -> int:
         )
         return _EXIT_USAGE
     try:
-        state_dir = _state_dir(args.state_dir, config)
+        state_dir = serve_state_dir(args.state_dir, config)
     except ServeError as exc:
         _say(f"error: {exc}")
         return _EXIT_FAILED

@@ -58,12 +58,6 @@ def first_json_object(text: str) -> tuple[dict[str, Any], int, int] | None:
     return None
 
 
-# The old private name, kept only for agentplug.agent.selection, which another change is
-# rewriting: drop it once that module imports first_json_object (it is a PENDING entry of
-# tests/test_architecture.py, which fails when the import is gone and the entry stays).
-_first_json_object = first_json_object
-
-
 class StructuredParameterExtractor:
     """Default extractor: structured input only, no guessing from prose.
 
