@@ -62,9 +62,9 @@ _LAZY = {
     "PluginRecord": "agentplug.core.host",
     "AgentplugConfig": "agentplug.core.config",
     "load_config": "agentplug.core.config",
-    "DispatchResult": "agentplug.core.dispatch",
-    "HandlerReport": "agentplug.core.dispatch",
-    "HandlerStatus": "agentplug.core.dispatch",
+    "DispatchResult": "agentplug.core.results",
+    "HandlerReport": "agentplug.core.results",
+    "HandlerStatus": "agentplug.core.results",
     "filter_exec_env": "agentplug.security.execenv",
     "Action": "agentplug.actions.model",
     "ActionParameter": "agentplug.actions.model",
@@ -166,8 +166,8 @@ if TYPE_CHECKING:
     from agentplug.agent.mcp import McpServerConfig, McpToolSource
     from agentplug.core.config import AgentplugConfig, ConfigFileError, load_config
     from agentplug.core.datafiles import DataFileError, read_data_file
-    from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.core.host import PluginApi, PluginHost, PluginRecord
+    from agentplug.core.results import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.core.sync import SyncHost
     from agentplug.sandbox import SandboxBudget
     from agentplug.security.execenv import filter_exec_env

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pytest
 from agentplug import HandlerStatus, PluginHost
-from agentplug.core.dispatch import DispatchResult
+from agentplug.core.results import DispatchResult
 
 T = TypeVar("T")
 

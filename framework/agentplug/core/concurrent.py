@@ -19,7 +19,7 @@ from typing import Any
 from agentplug_hookspecs import Context, Event, HookDecl
 from agentplug_hookspecs._model import _HANDLER_CONTEXT
 
-from agentplug.core.dispatch import (
+from agentplug.core.results import (
     Handler,
     HandlerStatus,
     Record,

@@ -20,11 +20,11 @@ from agentplug_hookspecs.common import ObserveOutcome
 
 from agentplug.core.concurrent import run_concurrent
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.dispatch import DispatchResult, Tracker, _CoroutineType
 from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log
 from agentplug.core.plans import OBSERVE, SEQUENTIAL, SYNC, HookPlan
 from agentplug.core.reducers import Reducer
+from agentplug.core.results import DispatchResult, Tracker, _CoroutineType
 from agentplug.core.sequential import Preset, SequentialRun, run_sync
 
 __all__ = ["SEQUENTIAL_KINDS", "HookDispatcher"]

@@ -9,10 +9,10 @@ from typing import Any
 from agentplug_hookspecs import Context, Event, HandlerContext, HookDecl, HookKind
 
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.dispatch import Handler, Record
 from agentplug.core.markers import HandlerOptions, options_of
 from agentplug.core.records import HandlerOwner
 from agentplug.core.reducers import Reducer
+from agentplug.core.results import Handler, Record
 
 __all__ = ["HookPlan", "call_mode", "compile_plan", "gate_reason", "handler_timeout"]
 

@@ -31,7 +31,9 @@ from agentplug_hookspecs import Context, Event, FailurePolicy, HookDecl, HookMod
 from agentplug_hookspecs._model import _HANDLER_CONTEXT
 from pydantic import ValidationError
 
-from agentplug.core.dispatch import (
+from agentplug.core.plans import HookPlan
+from agentplug.core.reducers import Reducer
+from agentplug.core.results import (
     Handler,
     HandlerStatus,
     Record,
@@ -44,8 +46,6 @@ from agentplug.core.dispatch import (
     _skip_rest,
     _start_thread,
 )
-from agentplug.core.plans import HookPlan
-from agentplug.core.reducers import Reducer
 
 __all__ = ["Preset", "SequentialRun", "run_sync"]
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 if TYPE_CHECKING:
-    from agentplug.core.dispatch import DispatchResult, HandlerReport
     from agentplug.core.host import PluginHost
+    from agentplug.core.results import DispatchResult, HandlerReport
     from agentplug.testing.fixture_state import _TestState
 
 

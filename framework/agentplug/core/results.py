@@ -1,4 +1,5 @@
-"""What a dispatch is made of: compiled handlers, statuses, results and the tracker.
+"""What a dispatch is made of and gives back: compiled handlers, statuses, trace records,
+results, and the tracker of handlers it stopped waiting for.
 
 The runners live beside it: :mod:`agentplug.core.sequential` (decision, pipeline, merge
 and claim hooks, and the synchronous pipeline) and :mod:`agentplug.core.concurrent`
