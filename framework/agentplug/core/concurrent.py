@@ -17,20 +17,11 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from agentplug_hookspecs import Context, Event, HookDecl
-from agentplug_hookspecs._model import _HANDLER_CONTEXT
+from agentplug_hookspecs._model import HANDLER_CONTEXT
 
-from agentplug.core.results import (
-    Handler,
-    HandlerStatus,
-    Record,
-    Tracker,
-    _CoroutineType,
-    _describe,
-    _finish,
-    _passes_through,
-    _start_thread,
-)
-from agentplug.core.sequential import Preset
+from agentplug.core.failures import describe_failure, passes_through
+from agentplug.core.results import Handler, HandlerStatus, Record, Tracker
+from agentplug.core.runs import CoroutineType, Preset, finish, start_thread
 
 __all__ = ["ConcurrentRun", "run_concurrent"]
 
@@ -82,9 +73,9 @@ class ConcurrentRun:
         slots = self.slots
         event = self.event
         ctx = self.ctx
-        bind = _HANDLER_CONTEXT.set
+        bind = HANDLER_CONTEXT.set
         clock = time.perf_counter
-        coroutine = _CoroutineType
+        coroutine = CoroutineType
         timing = self.timing
         last = clock()
         if preset is not None:  # handler ``start`` already ran in the straight loop
@@ -110,7 +101,7 @@ class ConcurrentRun:
             bind(h.context)
             try:
                 if h.thread:
-                    value = await _start_thread(h, event, ctx)
+                    value = await start_thread(h, event, ctx)
                 else:
                     value = h.function(event, ctx) if h.fast else h.call(event, ctx)
                     if value is not None and (
@@ -153,12 +144,12 @@ class ConcurrentRun:
         self.slots[i] = (h, _OK, elapsed, None) if self.timing else h.ok_record
 
     def _raised(self, i: int, exc: BaseException, elapsed: float) -> None:
-        if _passes_through(exc, self.closing):
+        if passes_through(exc, self.closing):
             raise exc
         if self.slots[i] is not None:
             return
         h = self.plan[i]
-        reason = _describe(exc, self.decl.name, h.plugin_id)
+        reason = describe_failure(exc, self.decl.name, h.plugin_id)
         self.slots[i] = (h, HandlerStatus.ERROR, elapsed if self.timing else 0.0, reason)
         log.warning("hook %s: plugin %s failed (%s)", self.decl.name, h.plugin_id, reason)
 
@@ -185,7 +176,7 @@ async def run_concurrent(
         slots[index] = plan[index].ok_record
     loop = asyncio.get_running_loop()
     waiting: dict[asyncio.Future[Any], tuple[int, Handler, float, float]] = {}
-    var = _HANDLER_CONTEXT
+    var = HANDLER_CONTEXT
     token = var.set(var.get())
     chain: Coroutine[Any, Any, None] = run.chain(at, 0, preset)
     try:
@@ -198,7 +189,7 @@ async def run_concurrent(
             i = run.current
             handler = plan[i]
             run.generation += 1
-            task = loop.create_task(_finish(chain, first, run))
+            task = loop.create_task(finish(chain, first, run))
             now = loop.time()
             deadline = now + handler.timeout_s if handler.timeout_s is not None else float("inf")
             waiting[task] = (i, handler, time.perf_counter(), deadline)
@@ -227,7 +218,7 @@ async def run_concurrent(
                 if slots[slot] is None:  # the task ended without its chain's record
                     failure = asyncio.CancelledError() if fut.cancelled() else fut.exception()
                     reason = (
-                        _describe(failure, decl.name, handler.plugin_id)
+                        describe_failure(failure, decl.name, handler.plugin_id)
                         if failure is not None
                         else "ended unrecorded"
                     )

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentplug_hookspecs import Context, Event, HookDecl, HookKind
-from agentplug_hookspecs._model import _HANDLER_CONTEXT
+from agentplug_hookspecs._model import HANDLER_CONTEXT
 from agentplug_hookspecs.common import ObserveOutcome
 
 from agentplug.core.concurrent import run_concurrent
@@ -24,8 +24,9 @@ from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log
 from agentplug.core.plans import OBSERVE, SEQUENTIAL, SYNC, HookPlan
 from agentplug.core.reducers import Reducer
-from agentplug.core.results import DispatchResult, Tracker, _CoroutineType
-from agentplug.core.sequential import Preset, SequentialRun, run_sync
+from agentplug.core.results import DispatchResult, Tracker
+from agentplug.core.runs import CoroutineType, Preset
+from agentplug.core.sequential import SequentialRun, run_sync
 
 __all__ = ["SEQUENTIAL_KINDS", "HookDispatcher"]
 
@@ -115,7 +116,7 @@ class HookDispatcher:
             # (observation hooks: anything but a coroutine) within their budget. The
             # same loop as ``run_straight``, inlined: this is every dispatch's hot path.
             values_end = mode == SEQUENTIAL
-            var = _HANDLER_CONTEXT
+            var = HANDLER_CONTEXT
             token = var.set(handlers[0].context)
             bind = var.set
             clock = time.perf_counter
@@ -130,7 +131,7 @@ class HookDispatcher:
                     break
                 now = clock()
                 if (
-                    value is not None and (values_end or type(value) is _CoroutineType)
+                    value is not None and (values_end or type(value) is CoroutineType)
                 ) or now - last > h.budget:
                     preset = (value, None, now - last)
                     break

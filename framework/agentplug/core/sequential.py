@@ -28,24 +28,14 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from agentplug_hookspecs import Context, Event, FailurePolicy, HookDecl, HookModel
-from agentplug_hookspecs._model import _HANDLER_CONTEXT
+from agentplug_hookspecs._model import HANDLER_CONTEXT
 from pydantic import ValidationError
 
+from agentplug.core.failures import describe_failure, passes_through
 from agentplug.core.plans import HookPlan
 from agentplug.core.reducers import Reducer
-from agentplug.core.results import (
-    Handler,
-    HandlerStatus,
-    Record,
-    Tracker,
-    _CoroutineType,
-    _describe,
-    _finish,
-    _first_error,
-    _passes_through,
-    _skip_rest,
-    _start_thread,
-)
+from agentplug.core.results import Handler, HandlerStatus, Record, Tracker
+from agentplug.core.runs import CoroutineType, Preset, finish, start_thread
 
 __all__ = ["Preset", "SequentialRun", "run_sync"]
 
@@ -55,9 +45,6 @@ _OK = HandlerStatus.OK
 _ERROR = HandlerStatus.ERROR
 _TIMEOUT = HandlerStatus.TIMEOUT
 _GATED = HandlerStatus.BLOCKED_BY_GATE
-
-Preset = tuple[Any, BaseException | None, float]
-"""What a handler did before the run took over: (returned value, raised, seconds)."""
 
 
 class SequentialRun:
@@ -134,7 +121,7 @@ class SequentialRun:
         """Run the chain inline from handler ``at`` (whose outcome ``preset`` already is,
         when given); the records, or ``None`` when a handler suspended (then :meth:`resume`
         must be awaited)."""
-        var = _HANDLER_CONTEXT
+        var = HANDLER_CONTEXT
         token = var.set(var.get())
         chain = self.chain(at, 0, preset)
         try:
@@ -175,7 +162,7 @@ class SequentialRun:
                 i = len(self.records)
                 handler = plan[i]
                 self.slow = True
-                task = asyncio.get_running_loop().create_task(_finish(chain, first, self))
+                task = asyncio.get_running_loop().create_task(finish(chain, first, self))
                 chain = None
                 label = f"{handler.plugin_id}:{handler.hook}"
                 try:
@@ -195,7 +182,7 @@ class SequentialRun:
                     break
                 self.next_start = i + 1
         finally:
-            _HANDLER_CONTEXT.reset(self.token)
+            HANDLER_CONTEXT.reset(self.token)
         return self.records
 
     async def chain(self, start: int, gen: int, preset: Preset | None = None) -> int:
@@ -209,9 +196,9 @@ class SequentialRun:
         n = len(plan)
         append = self.records.append
         ctx = self.ctx
-        bind = _HANDLER_CONTEXT.set
+        bind = HANDLER_CONTEXT.set
         clock = time.perf_counter
-        coroutine = _CoroutineType
+        coroutine = CoroutineType
         timing = self.timing
         if preset is not None:  # handler ``start`` already ran in the straight loop
             value, exc, elapsed = preset
@@ -276,7 +263,7 @@ class SequentialRun:
             bind(h.context)
             try:
                 if h.thread:
-                    value = await _start_thread(h, event, ctx)
+                    value = await start_thread(h, event, ctx)
                 else:
                     value = h.call(event, ctx)
                 if value is not None and (type(value) is coroutine or asyncio.iscoroutine(value)):
@@ -324,9 +311,10 @@ class SequentialRun:
         """A handler raised: where the chain goes next (``None``: keep going)."""
         if gen != self.generation:
             return -1
-        if _passes_through(exc, self.closing):
+        if passes_through(exc, self.closing):
             raise exc
-        if self.fail(i, _ERROR, _describe(exc, self.decl.name, self.plan[i].plugin_id), elapsed):
+        error = describe_failure(exc, self.decl.name, self.plan[i].plugin_id)
+        if self.fail(i, _ERROR, error, elapsed):
             return len(self.plan)
         if self.slow:
             return i + 1
@@ -376,7 +364,7 @@ def run_sync(
     records: list[Record] = []
     result_model = decl.result
     clock = time.perf_counter
-    var = _HANDLER_CONTEXT
+    var = HANDLER_CONTEXT
     token = var.set(var.get())
     try:
         for index, handler in enumerate(plan):
@@ -403,7 +391,7 @@ def run_sync(
                 error = (
                     f"invalid result for {decl.name}: {_first_error(exc)}"
                     if isinstance(exc, ValidationError)
-                    else _describe(exc, decl.name, handler.plugin_id)
+                    else describe_failure(exc, decl.name, handler.plugin_id)
                 )
                 records.append((handler, HandlerStatus.ERROR, clock() - started, error))
                 log.warning("hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, error)
@@ -416,3 +404,20 @@ def run_sync(
     finally:
         var.reset(token)
     return records
+
+
+_STOPPED = "a terminal decision stopped the chain"
+
+
+def _skip_rest(plan: Sequence[Handler], index: int, records: list[Record]) -> None:
+    for later in plan[index + 1 :]:
+        if later.gate is not None:
+            records.append((later, HandlerStatus.BLOCKED_BY_GATE, 0.0, later.gate))
+        else:
+            records.append((later, HandlerStatus.SKIPPED, 0.0, _STOPPED))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<result>"
+    return f"{loc}: {err['msg']}"
