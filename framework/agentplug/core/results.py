@@ -59,24 +59,32 @@ class Handler:
     timeout_source: str
     context: HandlerContext
     thread: bool = False
+    """Run in a worker thread (a plain ``def`` that blocks); never on a synchronous hook."""
     gate: str | None = None
     """Why the handler is not run (gates), or ``None``."""
     is_async: bool = False
+    sync_hook: bool = False
+    """The hook is synchronous: nothing awaits there, so an ``async def`` handler is skipped."""
     plain: bool = False
     """Called as ``f(event, ctx)`` inline (no thread)."""
-    fast: bool = False
-    """Plain and ungated: the dispatcher's hot path."""
     inline_sync: bool = False
-    """Fast and a plain ``def``: runs to completion inline, never suspends."""
+    """Plain, run (not skipped) and a ``def``: runs to completion inline, never suspends
+    (what the fast path runs, :mod:`agentplug.core.fastpath`)."""
     budget: float = math.inf
     """``timeout_s`` as a number (infinite when the handler has no budget)."""
     ok_record: tuple[Any, ...] = ()
     """The shared trace record of a successful untimed run (no allocation per call)."""
+    skip: tuple[Any, ...] | None = None
+    """The trace record of a handler that is not called (blocked by a gate, or an
+    ``async def`` on a synchronous hook), or ``None`` for one that runs."""
 
     def __post_init__(self) -> None:
         self.plain = self.call_mode == 2 and not self.thread
-        self.fast = self.plain and self.gate is None
-        self.inline_sync = self.fast and not self.is_async
+        if self.gate is not None:
+            self.skip = (self, HandlerStatus.BLOCKED_BY_GATE, 0.0, self.gate)
+        elif self.sync_hook and self.is_async:
+            self.skip = (self, HandlerStatus.SKIPPED, 0.0, "async handler ignored on a sync hook")
+        self.inline_sync = self.plain and self.skip is None and not self.is_async
         self.budget = math.inf if self.timeout_s is None else self.timeout_s
         self.ok_record = (self, HandlerStatus.OK, 0.0, None)
 
