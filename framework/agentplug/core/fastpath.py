@@ -3,8 +3,8 @@
 It mirrors the per-handler step of the general call loop
 (:meth:`agentplug.core.runs.Run.chain`: bind the handler's context, call it, time it
 against its budget) for the only case that needs no coroutine, task or timer: handlers
-that are ``inline_sync`` (called as ``f(event, ctx)``, in no thread, behind no gate, a
-``def``) returning ``None`` within their budget (on an observation hook, anything but a
+that are ``inline_sync`` (a ``def``, behind no gate, in no thread) returning ``None``
+within their budget (on an observation hook, anything but a
 coroutine: what they return is ignored). That is every dispatch whose handlers only
 watch, the hot path of a host. The first handler that does anything else (returns a
 value or a coroutine, raises, overruns its budget) ends the loop: where it stopped and
@@ -59,7 +59,7 @@ def run_straight(
     for h in handlers:
         bind(h.context)
         try:
-            value = h.function(event, ctx)
+            value = h.invoke(event, ctx)
         except BaseException as exc:
             _reset(token)
             return handlers.index(h), (None, exc, clock() - last)

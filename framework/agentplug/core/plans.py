@@ -65,7 +65,7 @@ class HookPlan:
             and all(h.inline_sync for h in handlers)
         )
         """Takes the fast path (:mod:`agentplug.core.fastpath`): an asynchronous hook whose
-        handlers are all plain, run, inline ``def`` ones (and the fast path is enabled)."""
+        handlers are all ``inline_sync`` (and the fast path is enabled)."""
         self.ok_records: tuple[Record, ...] = tuple(h.ok_record for h in handlers)
         self.untouched = reducer.untouched(decl)
         """``event -> outcome`` when no handler returned anything or failed."""

@@ -65,11 +65,9 @@ class Handler:
     is_async: bool = False
     sync_hook: bool = False
     """The hook is synchronous: nothing awaits there, so an ``async def`` handler is skipped."""
-    plain: bool = False
-    """Called as ``f(event, ctx)`` inline (no thread)."""
     inline_sync: bool = False
-    """Plain, run (not skipped) and a ``def``: runs to completion inline, never suspends
-    (what the fast path runs, :mod:`agentplug.core.fastpath`)."""
+    """Run (not skipped), in no thread, and a ``def``: runs to completion inline, never
+    suspends (what the fast path runs, :mod:`agentplug.core.fastpath`)."""
     budget: float = math.inf
     """``timeout_s`` as a number (infinite when the handler has no budget)."""
     ok_record: tuple[Any, ...] = ()
@@ -77,29 +75,31 @@ class Handler:
     skip: tuple[Any, ...] | None = None
     """The trace record of a handler that is not called (blocked by a gate, or an
     ``async def`` on a synchronous hook), or ``None`` for one that runs."""
+    invoke: Callable[[Event, Context], Any] = field(init=False, repr=False)
+    """Calls the function as ``invoke(event, ctx)`` with the arguments it asked for: the
+    function itself when it takes ``(event, ctx)``, else an adapter."""
 
     def __post_init__(self) -> None:
-        self.plain = self.call_mode == 2 and not self.thread
         if self.gate is not None:
             self.skip = (self, HandlerStatus.BLOCKED_BY_GATE, 0.0, self.gate)
         elif self.sync_hook and self.is_async:
             self.skip = (self, HandlerStatus.SKIPPED, 0.0, "async handler ignored on a sync hook")
-        self.inline_sync = self.plain and self.skip is None and not self.is_async
+        self.inline_sync = not self.thread and self.skip is None and not self.is_async
         self.budget = math.inf if self.timeout_s is None else self.timeout_s
         self.ok_record = (self, HandlerStatus.OK, 0.0, None)
+        self.invoke = _invoker(self.function, self.call_mode)
 
-    def call(self, event: Event, ctx: Context) -> Any:
-        """Invoke the function with the arguments it asked for."""
-        mode = self.call_mode
-        if mode == 2:
-            return self.function(event, ctx)
-        if mode == 1:
-            return self.function(event)
-        if mode == 0:
-            return self.function()
-        if mode == 3:
-            return self.function(ctx)
-        return self.function(ctx, event)
+
+def _invoker(function: Callable[..., Any], mode: int) -> Callable[[Event, Context], Any]:
+    if mode == 2:
+        return function
+    if mode == 1:
+        return lambda event, ctx: function(event)
+    if mode == 0:
+        return lambda event, ctx: function()
+    if mode == 3:
+        return lambda event, ctx: function(ctx)
+    return lambda event, ctx: function(ctx, event)
 
 
 Record = tuple[Handler, HandlerStatus, float, str | None]

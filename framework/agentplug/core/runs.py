@@ -41,7 +41,7 @@ async def _in_thread(handler: Handler, event: Event, ctx: Context) -> Any:
     handler's bound), and await the coroutine it may return."""
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
-    value = await loop.run_in_executor(None, context.run, handler.call, event, ctx)
+    value = await loop.run_in_executor(None, context.run, handler.invoke, event, ctx)
     if value is not None and asyncio.iscoroutine(value):
         value = await value
     return value
@@ -235,12 +235,7 @@ class Run:
                 continue
             bind(h.context)
             try:
-                if h.plain:
-                    value = h.function(event, ctx)
-                elif h.thread:
-                    value = _in_thread(h, event, ctx)
-                else:
-                    value = h.call(event, ctx)
+                value = _in_thread(h, event, ctx) if h.thread else h.invoke(event, ctx)
                 if value is not None and (type(value) is coroutine or asyncio.iscoroutine(value)):
                     if inline_only:
                         value.close()
