@@ -20,7 +20,7 @@ from agentplug_hookspecs.common import ObserveOutcome
 
 from agentplug.core.concurrent import run_concurrent
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.fastpath import run_straight
+from agentplug.core.fastpath import run_fast_path
 from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log
 from agentplug.core.plans import OBSERVE, SEQUENTIAL, SYNC, HookPlan
@@ -108,11 +108,11 @@ class HookDispatcher:
         if self.timings:
             return await self._dispatch(plan, ev, cx, True)
         mode = plan.mode
-        if plan.straight:
+        if plan.fast_path:
             # The fast path; the first handler that does more than return ``None`` in
             # time hands over to the general path with what it did.
             values_end = mode == SEQUENTIAL
-            stopped = run_straight(plan.handlers, ev, cx, values_end)
+            stopped = run_fast_path(plan.handlers, ev, cx, values_end)
             if stopped is None:
                 outcome = plan.untouched(ev) if values_end else _OBSERVED
                 return DispatchResult(plan.name, outcome, list(plan.ok_records))

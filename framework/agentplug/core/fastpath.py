@@ -1,20 +1,20 @@
-"""The fast path: a plan of plain ``def`` handlers run as one straight loop.
+"""The fast path: a plan of plain ``def`` handlers run in one loop, with no coroutine.
 
 It mirrors the per-handler step of the general call loop
 (:meth:`agentplug.core.runs.Run.chain`: bind the handler's context, call it, time it
 against its budget) for the only case that needs no coroutine, task or timer: handlers
 that are ``inline_sync`` (a ``def``, behind no gate, in no thread) returning ``None``
-within their budget (on an observation hook, anything but a
-coroutine: what they return is ignored). That is every dispatch whose handlers only
-watch, the hot path of a host. The first handler that does anything else (returns a
-value or a coroutine, raises, overruns its budget) ends the loop: where it stopped and
-what that handler did (a :data:`Preset`) go to the general path,
-which records that handler as it would have and runs the rest. Handlers before it
-returned ``None`` in time: their record is their shared ``ok_record``.
+within their budget (on an observation hook, anything but a coroutine: what they return
+is ignored). That is every dispatch whose handlers only watch, the hot path of a host.
+The first handler that does anything else (returns a value or a coroutine, raises,
+overruns its budget) ends the loop: where it stopped and what that handler did (a
+:data:`Preset`) go to the general path, which records that handler as it would have and
+runs the rest. The handlers before it returned ``None`` in time: their record is their
+shared ``ok_record``, as the general loop would have written it.
 
-:data:`ENABLED` switches the fast path off, so that every dispatch takes the general path;
-the conformance suite runs once each way to show that both give the same outcomes and
-statuses.
+:data:`ENABLED` switches the fast path off, so that every dispatch takes the general
+path: the conformance suite runs once each way, and ``test_fast_path_agrees`` compares
+the two, to show that both give the same outcomes and statuses.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from agentplug_hookspecs._model import HANDLER_CONTEXT
 
 from agentplug.core.results import Handler
 
-__all__ = ["ENABLED", "Preset", "run_straight"]
+__all__ = ["ENABLED", "Preset", "run_fast_path"]
 
 ENABLED = True
 """Whether plans compiled from now on may take the fast path (a plan reads it once, when
@@ -43,7 +43,7 @@ Preset = tuple[Any, BaseException | None, float]
 seconds)."""
 
 
-def run_straight(
+def run_fast_path(
     handlers: Sequence[Handler], event: Event, ctx: Context, values_end: bool
 ) -> tuple[int, Preset] | None:
     """Call ``handlers`` (all ``inline_sync``) in order while each returns ``None`` in time.

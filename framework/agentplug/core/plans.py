@@ -37,12 +37,12 @@ class HookPlan:
         "decl",
         "empty_ctx",
         "event",
+        "fast_path",
         "handlers",
         "mode",
         "name",
         "ok_records",
         "reducer",
-        "straight",
         "untouched",
     )
 
@@ -58,7 +58,7 @@ class HookPlan:
         self.empty_ctx: Context | None = None
         """The shared context of dispatches without one (built on first use)."""
         self.mode = _MODES.get(decl.kind, SEQUENTIAL)
-        self.straight = (
+        self.fast_path = (
             fastpath.ENABLED
             and self.mode != SYNC
             and bool(handlers)

@@ -1,9 +1,10 @@
 """What a dispatch is made of and gives back: compiled handlers, statuses, trace records,
 results, and the tracker of handlers it stopped waiting for.
 
-The runners that fill them live in :mod:`agentplug.core.sequential` (decision, pipeline,
-merge and claim hooks, and the synchronous pipeline) and :mod:`agentplug.core.concurrent`
-(observation hooks).
+Records are filled in by the fast path (:mod:`agentplug.core.fastpath`) and by the
+general call loop (:mod:`agentplug.core.runs`) with its runners in
+:mod:`agentplug.core.sequential` (decision, pipeline, merge and claim hooks, and the
+synchronous pipeline) and :mod:`agentplug.core.concurrent` (observation hooks).
 """
 
 from __future__ import annotations

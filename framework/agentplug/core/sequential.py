@@ -55,18 +55,17 @@ class SequentialRun(Run):
     task, no timer). When a handler suspends, :meth:`resume` takes over: the chain is
     detached into a task that finishes that handler only, awaited with the handler's
     budget, and a fresh chain goes on after it. On a timeout the detached chain is
-    abandoned (whatever the stuck handler returns later changes nothing).
+    abandoned (whatever the stuck handler returns later changes nothing): while
+    :meth:`resume` waits, the detached chain's generation is the one just behind
+    ``generation``; when it stops waiting it moves ``generation`` on once more.
+
+    The reducer is made when a handler first returns something or fails (see
+    :meth:`outcome`): a dispatch in which every handler returned ``None`` needs none.
     """
 
     __slots__ = ("first", "pending", "token")
 
     pending: Coroutine[Any, Any, int] | None
-
-    # The reducer is made when a handler first returns something or fails (see
-    # ``outcome``): a dispatch in which every handler returned ``None`` needs none.
-    # While :meth:`resume` waits for a detached chain, that chain's generation is the one
-    # just behind ``generation``; when it stops waiting (timeout, cancellation) it moves
-    # ``generation`` on once more, and the chain is abandoned.
 
     def _reducer(self) -> Reducer:
         reducer = self.reducer
