@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentplug_hookspecs import bind_handler_context, thaw
-from agentplug_hookspecs._model import HANDLER_CONTEXT
+from agentplug_hookspecs._model import HANDLER_CONTEXT as _HANDLER_CONTEXT
 from agentplug_hookspecs.tools import ApprovalRequest, ToolCallEvent, ToolCallResult, ToolContext
 from pydantic import ValidationError
 
@@ -371,7 +371,7 @@ class TrustedToolPolicies:
         try:
             value = policy.evaluate(event, ctx)
         finally:
-            HANDLER_CONTEXT.reset(token)
+            _HANDLER_CONTEXT.reset(token)
         if not inspect.isawaitable(value):
             return value
         host_ctx = self._host._handler_context(policy.plugin_id)
