@@ -163,41 +163,6 @@ def test_no_runtime_or_contract_module_is_over_600_lines() -> None:
 # Where the rule holds: the runtime, the contract and the example plugins (their tests too).
 PRIVATE_NAME_ROOTS = ("framework/agentplug", "hookspecs/agentplug_hookspecs", "example_plugins")
 
-# Cross-module uses of private names in code other engineers are rewriting right now
-# (core/, agent/, api/serve.py, cli/): allowed until their change lands, then fixed like the
-# rest (drop the underscore and list the name in __all__, or move the code to its one user).
-# The list can only shrink: test_pending_private_names_are_still_used fails on an entry
-# whose use is gone, so remove the entry together with the use.
-PENDING: frozenset[tuple[str, str]] = frozenset(
-    {
-        # core/: the dispatch helpers of agentplug.core.dispatch ...
-        ("agentplug.core.concurrent", "_CoroutineType"),
-        ("agentplug.core.concurrent", "_describe"),
-        ("agentplug.core.concurrent", "_finish"),
-        ("agentplug.core.concurrent", "_passes_through"),
-        ("agentplug.core.concurrent", "_start_thread"),
-        ("agentplug.core.dispatcher", "_CoroutineType"),
-        ("agentplug.core.sequential", "_CoroutineType"),
-        ("agentplug.core.sequential", "_describe"),
-        ("agentplug.core.sequential", "_finish"),
-        ("agentplug.core.sequential", "_first_error"),
-        ("agentplug.core.sequential", "_passes_through"),
-        ("agentplug.core.sequential", "_skip_rest"),
-        ("agentplug.core.sequential", "_start_thread"),
-        # ... the outcome builders of agentplug.core.outcomes ...
-        ("agentplug.core.reducers", "_ATOMS"),
-        ("agentplug.core.reducers", "_NO_PARAMS"),
-        ("agentplug.core.reducers", "_assemble"),
-        ("agentplug.core.reducers", "_new"),
-        ("agentplug.core.reducers", "_set"),
-        ("agentplug.core.reducers", "_untouched_builder"),
-        # ... and the contract's handler-context variable (agentplug_hookspecs._model).
-        ("agentplug.core.concurrent", "_HANDLER_CONTEXT"),
-        ("agentplug.core.dispatcher", "_HANDLER_CONTEXT"),
-        ("agentplug.core.sequential", "_HANDLER_CONTEXT"),
-    }
-)
-
 
 def _is_private(name: str) -> bool:
     """``_x``, not ``__x__`` (dunders are the language's names, not a module's own)."""
@@ -300,16 +265,5 @@ def test_no_module_imports_another_modules_private_name(
     # A name with a leading underscore is its module's own business. Another module that
     # needs it makes it public (no underscore, listed in __all__, with a docstring), or the
     # code moves to the one module that uses it.
-    offending = sorted(
-        f"{module}: {name} from {source}"
-        for module, name, source in private_uses
-        if (module, name) not in PENDING
-    )
+    offending = sorted(f"{module}: {name} from {source}" for module, name, source in private_uses)
     assert offending == [], "private names used by another module:\n" + "\n".join(offending)
-
-
-def test_pending_private_names_are_still_used(private_uses: set[tuple[str, str, str]]) -> None:
-    # PENDING only shrinks: once an entry's use is gone, the entry goes too.
-    still_used = {(module, name) for module, name, _ in private_uses}
-    gone = sorted(PENDING - still_used)
-    assert gone == [], f"no longer used: remove these PENDING entries: {gone}"

@@ -55,9 +55,9 @@ _LAZY = {
     "Gateway": "agentplug.gateway.assembly",
     "AgentplugConfig": "agentplug.core.config",
     "load_config": "agentplug.core.config",
-    "DispatchResult": "agentplug.core.dispatch",
-    "HandlerReport": "agentplug.core.dispatch",
-    "HandlerStatus": "agentplug.core.dispatch",
+    "DispatchResult": "agentplug.core.results",
+    "HandlerReport": "agentplug.core.results",
+    "HandlerStatus": "agentplug.core.results",
     "AgentRunner": "agentplug.agent.runner",
     "InboundMessage": "agentplug.agent.turn",
     "TurnResult": "agentplug.agent.turn",
@@ -141,8 +141,8 @@ if TYPE_CHECKING:
     from agentplug.agent.runner import AgentRunner
     from agentplug.agent.turn import InboundMessage, TurnResult
     from agentplug.core.config import AgentplugConfig, load_config
-    from agentplug.core.dispatch import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.core.records import PluginRecord
+    from agentplug.core.results import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.gateway.assembly import Gateway, PluginApi, PluginHost
     from agentplug.services.approvals.broker import ApprovalBroker
     from agentplug.services.signals import AbortController, AbortSignal

@@ -294,9 +294,12 @@ class HandlerContext(HookModel):
 
 
 _EMPTY_HANDLER_CONTEXT = HandlerContext()
-_HANDLER_CONTEXT: contextvars.ContextVar[HandlerContext] = contextvars.ContextVar(
+HANDLER_CONTEXT: contextvars.ContextVar[HandlerContext] = contextvars.ContextVar(
     "agentplug_handler_context", default=_EMPTY_HANDLER_CONTEXT
 )
+"""What ``event.context`` resolves to. Shared with the runtime, not exported (``__all__``
+is what the package re-exports): its dispatch loops bind it directly, a function call
+per handler less than :func:`bind_handler_context`."""
 
 
 def bind_handler_context(context: HandlerContext) -> contextvars.Token[HandlerContext]:
@@ -305,7 +308,7 @@ def bind_handler_context(context: HandlerContext) -> contextvars.Token[HandlerCo
     The runtime binds it around each handler call; a handler that suspends keeps the
     binding because asyncio copies the context into the task that resumes it.
     """
-    return _HANDLER_CONTEXT.set(context)
+    return HANDLER_CONTEXT.set(context)
 
 
 def current_handler_context() -> HandlerContext:
@@ -314,7 +317,7 @@ def current_handler_context() -> HandlerContext:
     Lets the runtime stamp who did something from inside a handler (and the tasks it
     started) without trusting what the plugin says.
     """
-    return _HANDLER_CONTEXT.get()
+    return HANDLER_CONTEXT.get()
 
 
 class Event(HookModel):
@@ -334,7 +337,7 @@ class Event(HookModel):
         Injected per handler without mutating the shared event: each handler reads
         its own plugin's config here.
         """
-        return _HANDLER_CONTEXT.get()
+        return HANDLER_CONTEXT.get()
 
     def replace(self, **changes: Any) -> Any:
         """Return a copy with ``changes`` applied (validated and frozen)."""

@@ -1,4 +1,10 @@
-"""Helpers for the HOOKS.md conformance suite: hosts, plugins in the three styles, runners."""
+"""Helpers for the HOOKS.md conformance suite: hosts, plugins in the three styles, runners.
+
+Every conformance test runs twice (the autouse ``dispatch_path`` fixture): once as a host
+dispatches, with the fast path for plans of plain ``def`` handlers, and once with the fast
+path switched off (:data:`agentplug.core.fastpath.ENABLED`), so that every rule, reduction
+and faulty handler is held to the same outcomes and statuses on both paths.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ from typing import Any, TypeVar
 
 import pytest
 from agentplug import HandlerStatus, PluginHost
-from agentplug.core.dispatch import DispatchResult
+from agentplug.core import fastpath
+from agentplug.core.results import DispatchResult
 
 T = TypeVar("T")
 
@@ -19,6 +26,14 @@ T = TypeVar("T")
 # sets only after the dispatch returned, or sleeps far longer than the budget.
 SHORT_MS = 50
 LONG_MS = 600_000
+
+
+@pytest.fixture(autouse=True, params=["fast", "general"])
+def dispatch_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``fast``: hosts dispatch as they do in production; ``general``: plans compiled in
+    the test never take the fast path (``fastpath.ENABLED`` is read when a plan is built)."""
+    monkeypatch.setattr(fastpath, "ENABLED", request.param == "fast")
+    return str(request.param)
 
 
 def make_host(entries: Mapping[str, Mapping[str, Any]] | None = None, **config: Any) -> PluginHost:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginHost, PluginRecord
-from agentplug.core.dispatch import HandlerStatus
+from agentplug.core.results import HandlerStatus
 from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_audit_log import CONVERSATION_HOOKS, DECISION_HOOKS, LOW_PRIORITY, OBSERVATION_HOOKS
 from agentplug_hookspecs import HookKind, builtin_declarations

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost
-from agentplug.core.dispatch import HandlerStatus
+from agentplug.core.results import HandlerStatus
 from agentplug.services.lifecycle import CronService, Scheduler
 from agentplug.services.signals import AbortController, AbortError, AbortSignal
 from agentplug.testing.pytest_plugin import PluginLoader

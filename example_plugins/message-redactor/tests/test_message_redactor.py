@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost, PluginRecord
-from agentplug.core.dispatch import HandlerStatus
+from agentplug.core.results import HandlerStatus
 from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_hookspecs.messages import MessageSendingEvent, MessageSendingOutcome
 

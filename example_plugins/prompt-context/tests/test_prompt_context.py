@@ -9,7 +9,7 @@ from typing import Any
 import agentplug_prompt_context
 import pytest
 from agentplug import PluginHost, PluginRecord
-from agentplug.core.dispatch import HandlerStatus
+from agentplug.core.results import HandlerStatus
 from agentplug.testing.pytest_plugin import Dispatcher, PluginLoader
 from agentplug_hookspecs.agent import ContextResult, PromptBuildResult
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from agentplug import PluginApi, PluginHost, PluginRecord
-from agentplug.core.dispatch import HandlerStatus
+from agentplug.core.results import HandlerStatus
 from agentplug.testing.pytest_plugin import ApprovalScript, Dispatcher, PluginLoader
 
 PLUGIN_ID = "tool-preflight"

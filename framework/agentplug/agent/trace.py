@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentplug.core.dispatch import DispatchResult
     from agentplug.core.host import PluginHost
+    from agentplug.core.results import DispatchResult
 
 __all__ = ["TraceEntry", "TurnTrace", "current_trace", "install_tap"]
 

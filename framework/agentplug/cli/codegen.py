@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 {imports}
 
-from agentplug.core.dispatch import DispatchResult
+from agentplug.core.results import DispatchResult
 
 __all__ = ["AsyncDispatcher", "HookFacade", "SyncDispatcher", "SyncHookFacade"]
 

@@ -76,7 +76,7 @@ def _print_turns(scenario: Any, turns: list[Any]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Replay the scenario; exit 1 when an expectation fails (2: invalid scenario)."""
-    from agentplug.core.dispatch import capture_failures
+    from agentplug.core.failures import capture_failures
     from agentplug.testing.scenario import build_host
     from agentplug.testing.scenario_check import (
         check,

@@ -1,11 +1,12 @@
 """Observation hooks: every handler starts at once; each is awaited within its budget.
 
-Handlers start in priority order inside :meth:`ConcurrentRun.chain`, a coroutine driven
-inline: a handler that finishes without suspending costs no task and no timer. When one
-suspends, the chain that was running it is handed to a task that finishes that handler
-only (it is *detached*: ``generation`` moved on), and a fresh chain starts the next
-handler at once. The detached tasks are then awaited, each within its handler's budget.
-A plan of plain ``def`` handlers runs as the dispatcher's straight loop first.
+Handlers start in priority order inside the general call loop
+(:meth:`~agentplug.core.runs.Run.chain`), a coroutine driven inline: a handler that
+finishes without suspending costs no task and no timer. When one suspends, the chain
+that was running it is handed to a task that finishes that handler only (it is
+*detached*: ``generation`` moved on), and a fresh chain starts the next handler at once.
+The detached tasks are then awaited, each within its handler's budget. A plan of plain
+``def`` handlers runs on the fast path (:mod:`agentplug.core.fastpath`) first.
 """
 
 from __future__ import annotations
@@ -16,21 +17,14 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from agentplug_hookspecs import Context, Event, HookDecl
-from agentplug_hookspecs._model import _HANDLER_CONTEXT
+from agentplug_hookspecs import Context, Event
+from agentplug_hookspecs._model import HANDLER_CONTEXT
 
-from agentplug.core.dispatch import (
-    Handler,
-    HandlerStatus,
-    Record,
-    Tracker,
-    _CoroutineType,
-    _describe,
-    _finish,
-    _passes_through,
-    _start_thread,
-)
-from agentplug.core.sequential import Preset
+from agentplug.core.failures import describe_failure, passes_through
+from agentplug.core.fastpath import Preset
+from agentplug.core.plans import HookPlan
+from agentplug.core.results import Handler, HandlerStatus, Record, Tracker
+from agentplug.core.runs import Run
 
 __all__ = ["ConcurrentRun", "run_concurrent"]
 
@@ -39,170 +33,80 @@ log = logging.getLogger("agentplug.dispatch")
 _OK = HandlerStatus.OK
 
 
-class ConcurrentRun:
-    """State of one observation dispatch: one record slot per handler, filled in as each
-    handler ends (by the chain that ran it, or by the driver when its budget ran out)."""
+class ConcurrentRun(Run):
+    """State of one observation dispatch: the general loop starts every handler in order;
+    a detached chain records the one handler it finishes, and the driver records a handler
+    whose budget ran out first (a slot already filled is left alone)."""
 
-    __slots__ = (
-        "closing",
-        "ctx",
-        "current",
-        "decl",
-        "event",
-        "generation",
-        "plan",
-        "slots",
-        "timing",
-        "tracker",
-    )
+    __slots__ = ()
 
-    def __init__(
-        self,
-        decl: HookDecl,
-        plan: Sequence[Handler],
-        event: Event,
-        ctx: Context,
-        tracker: Tracker,
-        timing: bool,
-    ) -> None:
-        self.decl = decl
-        self.plan = plan
-        self.event = event
-        self.ctx = ctx
-        self.tracker = tracker
-        self.timing = timing
-        self.slots: list[Record | None] = [None] * len(plan)
-        self.generation = 0
-        self.current = 0
-        self.closing = False
-
-    async def chain(self, start: int, gen: int, preset: Preset | None = None) -> None:
-        """Start handlers from ``start`` in order; a detached chain stops after its handler."""
-        plan = self.plan
-        slots = self.slots
-        event = self.event
-        ctx = self.ctx
-        bind = _HANDLER_CONTEXT.set
-        clock = time.perf_counter
-        coroutine = _CoroutineType
-        timing = self.timing
-        last = clock()
-        if preset is not None:  # handler ``start`` already ran in the straight loop
-            value, exc, elapsed = preset
-            last -= elapsed
-            self.current = start
-            if exc is not None:
-                self._raised(start, exc, elapsed)
-            elif type(value) is coroutine or asyncio.iscoroutine(value):
-                await self._await(start, value, last)
+    def ended(self, i: int, gen: int, value: Any, elapsed: float) -> int | None:
+        """Handler ``i`` returned after ``elapsed`` seconds (what it returned is ignored;
+        its slot may be taken already: the driver stopped waiting for it)."""
+        if self.records[i] is None:
+            h = self.plan[i]
+            if elapsed > h.budget:
+                error = self.tracker.overran(h, elapsed)
+                duration = elapsed if self.timing else 0.0
+                self.records[i] = (h, HandlerStatus.TIMEOUT, duration, error)
+                log.warning("hook %s: plugin %s failed (%s)", self.decl.name, h.plugin_id, error)
             else:
-                self._ended(start, elapsed)
-            if gen != self.generation:
-                return
-            start += 1
-            last = clock()
-        for i in range(start, len(plan)):
-            h = plan[i]
-            if h.gate is not None:
-                slots[i] = (h, HandlerStatus.BLOCKED_BY_GATE, 0.0, h.gate)
-                continue
-            self.current = i
-            bind(h.context)
-            try:
-                if h.thread:
-                    value = await _start_thread(h, event, ctx)
-                else:
-                    value = h.function(event, ctx) if h.fast else h.call(event, ctx)
-                    if value is not None and (
-                        type(value) is coroutine or asyncio.iscoroutine(value)
-                    ):
-                        await value
-            except BaseException as exc:
-                now = clock()
-                self._raised(i, exc, now - last)
-            else:
-                now = clock()
-                elapsed = now - last
-                if elapsed <= h.budget and slots[i] is None:
-                    slots[i] = (h, _OK, elapsed, None) if timing else h.ok_record
-                else:
-                    self._ended(i, elapsed)
-            if gen != self.generation:
-                return  # detached: this chain only owed handler ``i``
-            last = now
+                self.records[i] = (h, _OK, elapsed, None) if self.timing else h.ok_record
+        return None if gen == self.generation else -1  # detached: it owed handler ``i`` only
 
-    async def _await(self, i: int, value: Any, started: float) -> None:
-        try:
-            await value
-        except BaseException as exc:
-            self._raised(i, exc, time.perf_counter() - started)
-            return
-        self._ended(i, time.perf_counter() - started)
-
-    def _ended(self, i: int, elapsed: float) -> None:
-        """Handler ``i`` returned after ``elapsed`` seconds (its slot may be taken already:
-        the driver stopped waiting for it)."""
-        if self.slots[i] is not None:
-            return
-        h = self.plan[i]
-        if elapsed > h.budget:
-            error = self.tracker.overran(h, elapsed)
-            self.slots[i] = (h, HandlerStatus.TIMEOUT, elapsed if self.timing else 0.0, error)
-            log.warning("hook %s: plugin %s failed (%s)", self.decl.name, h.plugin_id, error)
-            return
-        self.slots[i] = (h, _OK, elapsed, None) if self.timing else h.ok_record
-
-    def _raised(self, i: int, exc: BaseException, elapsed: float) -> None:
-        if _passes_through(exc, self.closing):
+    def raised(self, i: int, gen: int, exc: BaseException, elapsed: float) -> int | None:
+        """Handler ``i`` raised: record the failure (unless its slot is taken) and go on."""
+        if passes_through(exc, self.closing):
             raise exc
-        if self.slots[i] is not None:
-            return
-        h = self.plan[i]
-        reason = _describe(exc, self.decl.name, h.plugin_id)
-        self.slots[i] = (h, HandlerStatus.ERROR, elapsed if self.timing else 0.0, reason)
-        log.warning("hook %s: plugin %s failed (%s)", self.decl.name, h.plugin_id, reason)
+        if self.records[i] is None:
+            h = self.plan[i]
+            reason = describe_failure(exc, self.decl.name, h.plugin_id)
+            duration = elapsed if self.timing else 0.0
+            self.records[i] = (h, HandlerStatus.ERROR, duration, reason)
+            log.warning("hook %s: plugin %s failed (%s)", self.decl.name, h.plugin_id, reason)
+        return None if gen == self.generation else -1
 
 
 async def run_concurrent(
-    decl: HookDecl,
-    plan: Sequence[Handler],
+    hook: HookPlan,
     event: Event,
     ctx: Context,
     tracker: Tracker,
     timing: bool = False,
     *,
-    at: int = 0,
+    done: Sequence[Record] = (),
     preset: Preset | None = None,
 ) -> list[Record]:
     """Start every handler of an observation hook, then wait for each within its budget.
 
-    ``at`` and ``preset``: handlers before ``at`` already ran and returned ``None`` in
-    time (the straight loop), and ``preset`` is what handler ``at`` did.
+    ``done`` and ``preset``: the first handlers already ran and returned ``None`` in time
+    (the fast path; these are their records), and ``preset`` is what the next one did.
     """
-    run = ConcurrentRun(decl, plan, event, ctx, tracker, timing)
-    slots = run.slots
-    for index in range(at):
-        slots[index] = plan[index].ok_record
+    run = ConcurrentRun(hook, event, ctx, tracker, timing, done)
+    decl = hook.decl
+    plan = hook.handlers
+    slots = run.records
     loop = asyncio.get_running_loop()
     waiting: dict[asyncio.Future[Any], tuple[int, Handler, float, float]] = {}
-    var = _HANDLER_CONTEXT
+    var = HANDLER_CONTEXT
     token = var.set(var.get())
-    chain: Coroutine[Any, Any, None] = run.chain(at, 0, preset)
+    start = len(done)
+    chain: Coroutine[Any, Any, int] = run.chain(start, 0, preset)
     try:
         while True:
             try:
                 first = chain.send(None)
             except StopIteration:
                 break
-            # Handler ``run.current`` suspended: its chain finishes it alone, in a task.
-            i = run.current
+            # A handler suspended: its chain finishes it alone, in a task.
+            i = run.suspended(start)
             handler = plan[i]
-            run.generation += 1
-            task = loop.create_task(_finish(chain, first, run))
+            task = run.detach(chain, first)
             now = loop.time()
             deadline = now + handler.timeout_s if handler.timeout_s is not None else float("inf")
             waiting[task] = (i, handler, time.perf_counter(), deadline)
-            chain = run.chain(i + 1, run.generation)
+            start = i + 1
+            chain = run.chain(start, run.generation)
     except BaseException:
         for fut, (_, handler, _, _) in waiting.items():
             tracker.track(fut, f"{handler.plugin_id}:{handler.hook}")
@@ -214,7 +118,7 @@ async def run_concurrent(
         nearest = min(entry[3] for entry in waiting.values())
         budget = None if nearest == float("inf") else max(0.0, nearest - loop.time())
         try:
-            done, _ = await asyncio.wait(waiting, timeout=budget)
+            ended, _ = await asyncio.wait(waiting, timeout=budget)
         except asyncio.CancelledError:
             for fut, (_, handler, _, _) in waiting.items():
                 tracker.track(fut, f"{handler.plugin_id}:{handler.hook}")
@@ -222,12 +126,12 @@ async def run_concurrent(
         now = loop.time()
         for fut in list(waiting):
             slot, handler, started, deadline = waiting[fut]
-            if fut in done:
+            if fut in ended:
                 del waiting[fut]
                 if slots[slot] is None:  # the task ended without its chain's record
                     failure = asyncio.CancelledError() if fut.cancelled() else fut.exception()
                     reason = (
-                        _describe(failure, decl.name, handler.plugin_id)
+                        describe_failure(failure, decl.name, handler.plugin_id)
                         if failure is not None
                         else "ended unrecorded"
                     )
@@ -242,4 +146,4 @@ async def run_concurrent(
                 duration = time.perf_counter() - started if run.timing else 0.0
                 slots[slot] = (handler, HandlerStatus.TIMEOUT, duration, error)
                 log.warning("hook %s: plugin %s %s", decl.name, handler.plugin_id, error)
-    return [s for s in slots if s is not None]
+    return slots  # every slot is filled: by its chain, or here when its budget ran out

@@ -1,8 +1,9 @@
-"""``HookDispatcher``: runs one hook over its compiled plan (the dispatch hot path).
+"""``HookDispatcher``: runs one hook over its compiled plan.
 
 :class:`~agentplug.core.host.PluginHost` builds on it: the host registers plugins and
-compiles plans; this class validates payloads, picks the runner for the hook's kind and
-reduces the results (HOOKS.md §2).
+compiles plans; this class validates payloads, picks the path (the fast path,
+:mod:`agentplug.core.fastpath`, or the runner for the hook's kind) and reduces the
+results (HOOKS.md §2).
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentplug_hookspecs import Context, Event, HookDecl, HookKind
-from agentplug_hookspecs._model import _HANDLER_CONTEXT
 from agentplug_hookspecs.common import ObserveOutcome
 
 from agentplug.core.concurrent import run_concurrent
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.dispatch import DispatchResult, Tracker, _CoroutineType
+from agentplug.core.fastpath import run_fast_path
 from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log
 from agentplug.core.plans import OBSERVE, SEQUENTIAL, SYNC, HookPlan
 from agentplug.core.reducers import Reducer
-from agentplug.core.sequential import Preset, SequentialRun, run_sync
+from agentplug.core.results import DispatchResult, Tracker
+from agentplug.core.sequential import SequentialRun, run_sync
 
 __all__ = ["SEQUENTIAL_KINDS", "HookDispatcher"]
 
@@ -107,48 +108,26 @@ class HookDispatcher:
         if self.timings:
             return await self._dispatch(plan, ev, cx, True)
         mode = plan.mode
-        if mode == SYNC:
-            return self._run_sync(plan, ev, cx)
-        handlers = plan.handlers
-        if plan.straight and handlers:
-            # Plain ``def`` handlers: a straight loop for as long as they return nothing
-            # (observation hooks: anything but a coroutine) within their budget. The
-            # same loop as ``run_straight``, inlined: this is every dispatch's hot path.
+        if plan.fast_path:
+            # The fast path; the first handler that does more than return ``None`` in
+            # time hands over to the general path with what it did.
             values_end = mode == SEQUENTIAL
-            var = _HANDLER_CONTEXT
-            token = var.set(handlers[0].context)
-            bind = var.set
-            clock = time.perf_counter
-            preset: Preset | None = None
-            last = clock()
-            for h in handlers:
-                bind(h.context)
-                try:
-                    value = h.function(ev, cx)
-                except BaseException as exc:
-                    preset = (None, exc, clock() - last)
-                    break
-                now = clock()
-                if (
-                    value is not None and (values_end or type(value) is _CoroutineType)
-                ) or now - last > h.budget:
-                    preset = (value, None, now - last)
-                    break
-                last = now
-            var.reset(token)
-            if preset is None:
+            stopped = run_fast_path(plan.handlers, ev, cx, values_end)
+            if stopped is None:
                 outcome = plan.untouched(ev) if values_end else _OBSERVED
                 return DispatchResult(plan.name, outcome, list(plan.ok_records))
-            at = handlers.index(h)
+            at, preset = stopped
             if not values_end:
                 records = await run_concurrent(
-                    plan.decl, handlers, ev, cx, self.tracker, at=at, preset=preset
+                    plan, ev, cx, self.tracker, done=plan.ok_records[:at], preset=preset
                 )
                 return DispatchResult(plan.name, _OBSERVED, records)
-            run = SequentialRun(plan, ev, cx, self.tracker, False, list(plan.ok_records[:at]))
+            run = SequentialRun(plan, ev, cx, self.tracker, False, plan.ok_records[:at])
             done = run.start(at, preset)
+        elif mode == SYNC:
+            return self._run_sync(plan, ev, cx)
         elif mode == OBSERVE:
-            records = await run_concurrent(plan.decl, handlers, ev, cx, self.tracker)
+            records = await run_concurrent(plan, ev, cx, self.tracker)
             return DispatchResult(plan.name, _OBSERVED, records)
         else:
             run = SequentialRun(plan, ev, cx, self.tracker)
@@ -169,7 +148,7 @@ class HookDispatcher:
         """The general path (every handler timed when ``timing``)."""
         mode = plan.mode
         if mode == OBSERVE:
-            records = await run_concurrent(plan.decl, plan.handlers, ev, cx, self.tracker, timing)
+            records = await run_concurrent(plan, ev, cx, self.tracker, timing)
             return DispatchResult(plan.name, _OBSERVED, records)
         if mode == SYNC:
             return self._run_sync(plan, ev, cx)
@@ -180,7 +159,7 @@ class HookDispatcher:
 
     def _run_sync(self, plan: HookPlan, ev: Event, cx: Context) -> DispatchResult[Any]:
         reducer = plan.reducer(plan.decl, ev)
-        records = run_sync(plan.decl, plan.handlers, reducer, cx)
+        records = run_sync(plan, reducer, cx, self.tracker)
         return DispatchResult(plan.name, reducer.finish(), records)
 
     def enable_tracing(self, tracer: Any = None) -> None:

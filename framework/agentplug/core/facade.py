@@ -16,7 +16,7 @@ from agentplug_hookspecs.messages import DispatchClaimOutcome, DispatchEvent, In
 from agentplug_hookspecs.sessions import CompactionEvent, DeliveryTargetOutcome, ResetEvent, SessionContext, SessionEvent, SubagentContext, SubagentDeliveryEvent, SubagentEndedEvent, SubagentSpawnedEvent, SubagentSpawningEvent
 from agentplug_hookspecs.tools import AfterToolCallEvent, ExecEnvEvent, ExecEnvOutcome, MessagePersistOutcome, MessageWriteEvent, MessageWriteOutcome, ToolCallEvent, ToolCallOutcome, ToolContext, ToolResultPersistEvent
 
-from agentplug.core.dispatch import DispatchResult
+from agentplug.core.results import DispatchResult
 
 __all__ = ["AsyncDispatcher", "HookFacade", "SyncDispatcher", "SyncHookFacade"]
 

@@ -29,9 +29,6 @@ from agentplug_hookspecs import (
 )
 
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.dispatch import (
-    Handler,
-)
 from agentplug.core.dispatcher import HookDispatcher
 from agentplug.core.errors import (
     AgentplugError,
@@ -56,6 +53,9 @@ from agentplug.core.registration import (
     positional_wrapper,
     register_callable,
     signature_message,
+)
+from agentplug.core.results import (
+    Handler,
 )
 from agentplug.core.sync import SyncHost
 

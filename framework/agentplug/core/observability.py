@@ -19,8 +19,8 @@ from typing import Any
 
 from agentplug_hookspecs import Context, HookDecl
 
-from agentplug.core.dispatch import DispatchResult
 from agentplug.core.redaction import scrub
+from agentplug.core.results import DispatchResult
 
 __all__ = ["Observer", "trace_log"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from agentplug_hookspecs import Event, FrozenDict, HookModel
+from agentplug_hookspecs import Event, HookModel
 
-__all__ = ["Untouched"]
+__all__ = ["Untouched", "assemble", "untouched_builder"]
 
 M = TypeVar("M", bound=HookModel)
 
@@ -20,7 +20,7 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _assemble(cls: type[M], values: dict[str, Any]) -> M:
+def assemble(cls: type[M], values: dict[str, Any]) -> M:
     """Build an outcome from already-validated values (``values`` holds every field)."""
     obj = _new(cls)
     _set(obj, "__dict__", values)
@@ -31,8 +31,6 @@ def _assemble(cls: type[M], values: dict[str, Any]) -> M:
 
 
 _ATOMIC_DEFAULTS = (str, int, float, bool, type(None), tuple, frozenset)
-_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
-_NO_PARAMS = FrozenDict()
 _Template = tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...]]
 _TEMPLATES: dict[type, _Template | None] = {}
 
@@ -67,7 +65,7 @@ Untouched = Callable[[Event], HookModel]
 """Builds the outcome of a dispatch in which no handler returned anything or failed."""
 
 
-def _untouched_builder(
+def untouched_builder(
     cls: type[HookModel],
     constants: Mapping[str, Any],
     fresh: Mapping[str, Callable[[], Any]] | None = None,

@@ -8,11 +8,12 @@ from typing import Any
 
 from agentplug_hookspecs import Context, Event, HandlerContext, HookDecl, HookKind
 
+from agentplug.core import fastpath
 from agentplug.core.config import AgentplugConfig
-from agentplug.core.dispatch import Handler, Record
 from agentplug.core.markers import HandlerOptions, options_of
 from agentplug.core.records import HandlerOwner
 from agentplug.core.reducers import Reducer
+from agentplug.core.results import Handler, Record
 
 __all__ = ["HookPlan", "call_mode", "compile_plan", "gate_reason", "handler_timeout"]
 
@@ -27,8 +28,8 @@ class HookPlan:
 
     The ordered handlers, the reducer class, the event and context types a pre-built
     payload must have to skip validation, the context used when none is given, whether
-    the plan can run as a straight loop (every handler a plain, ungated, inline ``def``)
-    and the records of a dispatch in which every handler returned ``None``.
+    the plan takes the fast path and the records of a dispatch in which every handler
+    returned ``None``.
     """
 
     __slots__ = (
@@ -36,12 +37,12 @@ class HookPlan:
         "decl",
         "empty_ctx",
         "event",
+        "fast_path",
         "handlers",
         "mode",
         "name",
         "ok_records",
         "reducer",
-        "straight",
         "untouched",
     )
 
@@ -57,7 +58,14 @@ class HookPlan:
         self.empty_ctx: Context | None = None
         """The shared context of dispatches without one (built on first use)."""
         self.mode = _MODES.get(decl.kind, SEQUENTIAL)
-        self.straight = all(h.inline_sync for h in handlers)
+        self.fast_path = (
+            fastpath.ENABLED
+            and self.mode != SYNC
+            and bool(handlers)
+            and all(h.inline_sync for h in handlers)
+        )
+        """Takes the fast path (:mod:`agentplug.core.fastpath`): an asynchronous hook whose
+        handlers are all ``inline_sync`` (and the fast path is enabled)."""
         self.ok_records: tuple[Record, ...] = tuple(h.ok_record for h in handlers)
         self.untouched = reducer.untouched(decl)
         """``event -> outcome`` when no handler returned anything or failed."""
@@ -147,6 +155,9 @@ def compile_plan(
                 if owner.is_async is not None
                 else inspect.iscoroutinefunction(impl.function)
             )
+            # A synchronous hook runs every handler inline, with no event loop to hand a
+            # thread's result back to: ``thread=True`` does not apply there.
+            sync_hook = own_decl.kind is HookKind.SYNC
             handlers.append(
                 Handler(
                     plugin_id=owner.plugin_id,
@@ -158,11 +169,12 @@ def compile_plan(
                     timeout_s=timeout_s,
                     timeout_source=timeout_source,
                     context=context_for(owner.plugin_id),
-                    thread=options.thread and not is_async,
+                    thread=options.thread and not is_async and not sync_hook,
                     gate=gate_reason(
                         config, own_decl, owner.plugin_id, bundled.get(owner.plugin_id, True)
                     ),
                     is_async=is_async,
+                    sync_hook=sync_hook,
                 )
             )
     handlers.sort(key=lambda h: (-h.priority, h.seq))

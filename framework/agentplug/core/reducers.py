@@ -18,6 +18,7 @@ from agentplug_hookspecs import (
     DictMerge,
     Event,
     FieldMerge,
+    FrozenDict,
     HookDecl,
     HookModel,
     Observe,
@@ -34,19 +35,14 @@ from agentplug_hookspecs.tools import (
 )
 
 from agentplug.core.filters import outcome_filter
-from agentplug.core.outcomes import (
-    _ATOMS,
-    _NO_PARAMS,
-    Untouched,
-    _assemble,
-    _new,
-    _set,
-    _untouched_builder,
-)
+from agentplug.core.outcomes import Untouched, assemble, untouched_builder
 
 __all__ = ["MAX_FINALIZE_ATTEMPTS", "Reducer", "reducer_for"]
 
 log = logging.getLogger("agentplug.host")
+
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
+_NO_PARAMS = FrozenDict()
 
 MAX_FINALIZE_ATTEMPTS = 3
 """The most extra model passes one ``before_agent_finalize`` retry may ask for."""
@@ -129,7 +125,7 @@ class FieldMergeReducer(Reducer):
 
     @classmethod
     def untouched(cls, decl: HookDecl) -> Untouched:
-        return _untouched_builder(decl.outcome, {})
+        return untouched_builder(decl.outcome, {})
 
 
 class DictMergeReducer(Reducer):
@@ -176,7 +172,7 @@ class CollectReducer(Reducer):
 
     @classmethod
     def untouched(cls, decl: HookDecl) -> Untouched:
-        return _untouched_builder(decl.outcome, {}, {"by_plugin": dict})
+        return untouched_builder(decl.outcome, {}, {"by_plugin": dict})
 
 
 class DecideReducer(Reducer):
@@ -224,7 +220,7 @@ class DecideReducer(Reducer):
         spec = decl.reduction
         assert isinstance(spec, Decide)
         flag, reason, who = _PAST[spec.terminal]
-        return _untouched_builder(
+        return untouched_builder(
             decl.outcome,
             {flag: False, reason: None, who: None},
             dict.fromkeys(spec.accumulate, list),
@@ -289,7 +285,7 @@ class PipelineReducer(Reducer):
         if spec.terminal is not None:
             flag, reason, who = _PAST[spec.terminal]
             constants = {flag: False, reason: None, who: None}
-        return _untouched_builder(
+        return untouched_builder(
             decl.outcome, constants, {"changed_by": list}, (spec.value, spec.value, thaw_model)
         )
 
@@ -378,10 +374,10 @@ class ToolCallReducer(Reducer):
     @classmethod
     def untouched(cls, decl: HookDecl) -> Untouched:
         fields = {"params", "blocked", "block_reason", "blocked_by", "approval"}
-        new, put = _new, _set
+        new, put = object.__new__, object.__setattr__
 
         def untouched(event: Event) -> HookModel:
-            # ``_assemble`` inlined: this runs once per tool call whose handlers all passed.
+            # ``assemble`` inlined: this runs once per tool call whose handlers all passed.
             outcome = new(ToolCallOutcome)
             put(
                 outcome,
@@ -405,7 +401,7 @@ class ToolCallReducer(Reducer):
         # Every value here comes from validated models, so the outcome is assembled
         # without a second validation (the hot path of every tool call). ``params`` is
         # the read-only copy the last handler saw; ``thaw()`` gives a mutable one.
-        return _assemble(
+        return assemble(
             ToolCallOutcome,
             {
                 "params": self.params,

@@ -2,120 +2,70 @@
 
 Three ways through, cheapest first:
 
-* the dispatcher's straight loop (:meth:`~agentplug.core.dispatcher.HookDispatcher.dispatch`):
-  a plan of plain ``def`` handlers runs with no coroutine, task or timer for as long as
-  handlers return ``None`` within their budget, at one call, one context binding and one
-  clock read per handler. The first handler that returns a value, raises or overruns
-  hands over to :class:`SequentialRun` with what it did (a :data:`Preset`).
-* :meth:`SequentialRun.start`: the handlers run inside :meth:`SequentialRun.chain`, a
-  coroutine driven with one ``send(None)``; a handler that finishes without suspending
-  costs no task and no timer either.
+* the fast path (:mod:`agentplug.core.fastpath`): a plan of plain ``def`` handlers runs
+  with no coroutine, task or timer for as long as handlers return ``None`` within their
+  budget. The first handler that returns a value, raises or overruns hands over to
+  :class:`SequentialRun` with what it did (a :data:`~agentplug.core.fastpath.Preset`).
+* :meth:`SequentialRun.start`: the handlers run inside the general call loop
+  (:meth:`~agentplug.core.runs.Run.chain`), a coroutine driven with one ``send(None)``:
+  a handler that finishes without suspending costs no task and no timer either.
 * :meth:`SequentialRun.resume`: only a handler that really suspends gets a task, awaited
   with its time budget.
 
 A handler that blocks the loop past its budget (a sync ``time.sleep``) cannot be stopped,
 but its late result is refused: it counts as timed out and the hook's failure policy
-applies. ``run_sync`` is the synchronous pipeline of ``tool_result_persist`` and
-``before_message_write``.
+applies. :class:`SyncRun` (:func:`run_sync`) is the synchronous pipeline of
+``tool_result_persist`` and ``before_message_write``: the same loop, driven without an
+event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from agentplug_hookspecs import Context, Event, FailurePolicy, HookDecl, HookModel
-from agentplug_hookspecs._model import _HANDLER_CONTEXT
+from agentplug_hookspecs import Context, FailurePolicy, HookModel
+from agentplug_hookspecs._model import HANDLER_CONTEXT
 from pydantic import ValidationError
 
-from agentplug.core.dispatch import (
-    Handler,
-    HandlerStatus,
-    Record,
-    Tracker,
-    _CoroutineType,
-    _describe,
-    _finish,
-    _first_error,
-    _passes_through,
-    _skip_rest,
-    _start_thread,
-)
+from agentplug.core.failures import describe_failure, passes_through
+from agentplug.core.fastpath import Preset
 from agentplug.core.plans import HookPlan
 from agentplug.core.reducers import Reducer
+from agentplug.core.results import Handler, HandlerStatus, Record, Tracker
+from agentplug.core.runs import Run
 
-__all__ = ["Preset", "SequentialRun", "run_sync"]
+__all__ = ["SequentialRun", "SyncRun", "run_sync"]
 
 log = logging.getLogger("agentplug.dispatch")
 
 _OK = HandlerStatus.OK
 _ERROR = HandlerStatus.ERROR
 _TIMEOUT = HandlerStatus.TIMEOUT
-_GATED = HandlerStatus.BLOCKED_BY_GATE
-
-Preset = tuple[Any, BaseException | None, float]
-"""What a handler did before the run took over: (returned value, raised, seconds)."""
 
 
-class SequentialRun:
+class SequentialRun(Run):
     """State of one sequential dispatch.
 
-    The handlers run inside :meth:`chain`, a coroutine the dispatcher drives with one
-    ``send(None)``: when every handler finishes without suspending, the whole chain
-    completes in that single step (one ``StopIteration`` per dispatch, no task, no
-    timer). When a handler suspends, the dispatcher takes over: the chain continues in a
-    task that finishes right after that handler, awaited with the handler's budget. On a
-    timeout the chain is abandoned (``generation`` moves on, so whatever the stuck
-    handler returns later is ignored) and a fresh chain starts at the next handler.
+    The handlers run inside :meth:`~agentplug.core.runs.Run.chain`, driven with one
+    ``send(None)`` (:meth:`start`): when every handler finishes without suspending, the
+    whole chain completes in that single step (one ``StopIteration`` per dispatch, no
+    task, no timer). When a handler suspends, :meth:`resume` takes over: the chain is
+    detached into a task that finishes that handler only, awaited with the handler's
+    budget, and a fresh chain goes on after it. On a timeout the detached chain is
+    abandoned (whatever the stuck handler returns later changes nothing): while
+    :meth:`resume` waits, the detached chain's generation is the one just behind
+    ``generation``; when it stops waiting it moves ``generation`` on once more.
+
+    The reducer is made when a handler first returns something or fails (see
+    :meth:`outcome`): a dispatch in which every handler returned ``None`` needs none.
     """
 
-    __slots__ = (
-        "closing",
-        "ctx",
-        "decl",
-        "event",
-        "first",
-        "generation",
-        "hook",
-        "next_start",
-        "pending",
-        "plan",
-        "records",
-        "reducer",
-        "slow",
-        "timing",
-        "token",
-        "tracker",
-    )
+    __slots__ = ("first", "pending", "token")
 
     pending: Coroutine[Any, Any, int] | None
-
-    def __init__(
-        self,
-        hook: HookPlan,
-        event: Event,
-        ctx: Context,
-        tracker: Tracker,
-        timing: bool = False,
-        records: list[Record] | None = None,
-    ) -> None:
-        # Only what the fast path reads; the rest is set when first needed. The reducer
-        # is made when a handler first returns something or fails (see ``outcome``).
-        self.hook = hook
-        self.decl = hook.decl
-        self.plan = hook.handlers
-        self.event = event
-        self.reducer: Reducer | None = None
-        self.ctx = ctx
-        self.tracker = tracker
-        self.records: list[Record] = [] if records is None else records
-        self.timing = timing
-        self.generation = 0
-        self.slow = False
-        self.closing = False
 
     def _reducer(self) -> Reducer:
         reducer = self.reducer
@@ -134,7 +84,7 @@ class SequentialRun:
         """Run the chain inline from handler ``at`` (whose outcome ``preset`` already is,
         when given); the records, or ``None`` when a handler suspended (then :meth:`resume`
         must be awaited)."""
-        var = _HANDLER_CONTEXT
+        var = HANDLER_CONTEXT
         token = var.set(var.get())
         chain = self.chain(at, 0, preset)
         try:
@@ -156,26 +106,24 @@ class SequentialRun:
         chain: Coroutine[Any, Any, int] | None = self.pending
         first = self.first
         self.pending = None
-        self.next_start = n
+        next_start = n
         tracker = self.tracker
         try:
             while True:
                 if chain is None:
-                    if self.next_start >= n:
+                    if next_start >= n:
                         break
-                    chain = self.chain(self.next_start, self.generation)
+                    chain = self.chain(next_start, self.generation)
                     try:
                         first = chain.send(None)
                     except StopIteration as done:
-                        self.next_start = done.value
+                        next_start = done.value
                         chain = None
                         continue
-                # A handler suspended: give the rest of its chain a task and a deadline.
-                # Every earlier handler left exactly one record, so this is its index.
-                i = len(self.records)
+                # A handler suspended: give the rest of it a task and a deadline.
+                i = self.suspended(0)
                 handler = plan[i]
-                self.slow = True
-                task = asyncio.get_running_loop().create_task(_finish(chain, first, self))
+                task = self.detach(chain, first)
                 chain = None
                 label = f"{handler.plugin_id}:{handler.hook}"
                 try:
@@ -184,153 +132,53 @@ class SequentialRun:
                     self.generation += 1
                     tracker.track(task, label)
                     raise
-                self.slow = False
                 if finished:
-                    self.next_start = task.result()
+                    next_start = task.result()
                     continue
                 self.generation += 1
                 tracker.track(task, label)
                 budget = handler.timeout_s or 0.0
                 if self.fail(i, _TIMEOUT, f"timed out after {budget * 1000:.0f} ms", budget):
                     break
-                self.next_start = i + 1
+                next_start = i + 1
         finally:
-            _HANDLER_CONTEXT.reset(self.token)
+            HANDLER_CONTEXT.reset(self.token)
         return self.records
 
-    async def chain(self, start: int, gen: int, preset: Preset | None = None) -> int:
-        """Run handlers from ``start``; return where the dispatcher continues.
-
-        The first branch is the hot path (an ungated ``f(event, ctx)`` handler returning
-        ``None`` in time); everything else goes through :meth:`_after` or the general
-        branch below it.
-        """
-        plan = self.plan
-        n = len(plan)
-        append = self.records.append
-        ctx = self.ctx
-        bind = _HANDLER_CONTEXT.set
-        clock = time.perf_counter
-        coroutine = _CoroutineType
-        timing = self.timing
-        if preset is not None:  # handler ``start`` already ran in the straight loop
-            value, exc, elapsed = preset
-            if exc is not None:
-                where = self._raised(start, gen, exc, elapsed)
-            else:
-                if type(value) is coroutine or asyncio.iscoroutine(value):
-                    started = clock() - elapsed
-                    try:
-                        value = await value
-                    except BaseException as late:
-                        where = self._raised(start, gen, late, clock() - started)
-                        if where is not None:
-                            return where
-                        return await self.chain(start + 1, gen)
-                    elapsed = clock() - started
-                    if gen != self.generation:
-                        return -1
-                where = self._after(start, value, elapsed)
-            if where is not None:
-                return where
-            start += 1
-        event = self.event
-        last = clock()
-        for i in range(start, n):
-            h = plan[i]
-            if h.fast:
-                bind(h.context)
-                try:
-                    value = h.function(event, ctx)
-                    if value is not None and (
-                        type(value) is coroutine or asyncio.iscoroutine(value)
-                    ):
-                        value = await value
-                        # Only an awaited handler can have been moved into a task
-                        # (``slow``) or abandoned after a timeout (``generation``).
-                        if self.slow or gen != self.generation:
-                            if gen != self.generation:
-                                return -1  # abandoned: a late result changes nothing
-                            where = self._after(i, value, clock() - last)
-                            return i + 1 if where is None else where
-                except BaseException as exc:
-                    where = self._raised(i, gen, exc, clock() - last)
-                    if where is not None:
-                        return where
-                    last = clock()
-                    continue
-                now = clock()
-                elapsed = now - last
-                last = now
-                if value is None and elapsed <= h.budget:
-                    append((h, _OK, elapsed, None) if timing else h.ok_record)
-                    continue
-                where = self._after(i, value, elapsed)
-                if where is not None:
-                    return where
-                event = self.event  # pipelines hand the next handler a new event
-                continue
-            if h.gate is not None:
-                append((h, _GATED, 0.0, h.gate))
-                continue
-            bind(h.context)
-            try:
-                if h.thread:
-                    value = await _start_thread(h, event, ctx)
-                else:
-                    value = h.call(event, ctx)
-                if value is not None and (type(value) is coroutine or asyncio.iscoroutine(value)):
-                    value = await value
-            except BaseException as exc:
-                where = self._raised(i, gen, exc, clock() - last)
-                if where is not None:
-                    return where
-                last = clock()
-                continue
-            if gen != self.generation:
-                return -1
-            now = clock()
-            where = self._after(i, value, now - last)
-            last = now
-            if where is not None:
-                return where
-            event = self.event
-        return n
-
-    def _after(self, i: int, value: Any, elapsed: float) -> int | None:
-        """Fold in what handler ``i`` returned after ``elapsed`` seconds; where the chain
-        returns, or ``None`` to go on with the next handler. Past its budget, a handler
-        that ran inline blocked the loop; one that suspended (``slow``) timed out."""
+    def ended(self, i: int, gen: int, value: Any, elapsed: float) -> int | None:
+        """Fold in what handler ``i`` returned. Past its budget, a handler that ran inline
+        blocked the loop; one that suspended (its chain detached) timed out."""
+        detached = gen != self.generation
+        if detached and gen != self.generation - 1:
+            return -1  # abandoned: a late result changes nothing
         h = self.plan[i]
         if elapsed > h.budget:
             error = (
                 f"timed out after {h.budget * 1000:.0f} ms"
-                if self.slow
+                if detached
                 else self.tracker.overran(h, elapsed)
             )
             stop = self.fail(i, _TIMEOUT, error, elapsed)
         elif value is None:
-            self.records.append((h, _OK, elapsed, None) if self.timing else h.ok_record)
+            self.records[i] = (h, _OK, elapsed, None) if self.timing else h.ok_record
             stop = False
         else:
             stop = self.settle(i, value, elapsed)
         if stop:
             return len(self.plan)
-        if self.slow:
-            return i + 1
-        return None
+        return i + 1 if detached else None
 
-    def _raised(self, i: int, gen: int, exc: BaseException, elapsed: float) -> int | None:
+    def raised(self, i: int, gen: int, exc: BaseException, elapsed: float) -> int | None:
         """A handler raised: where the chain goes next (``None``: keep going)."""
-        if gen != self.generation:
+        detached = gen != self.generation
+        if detached and gen != self.generation - 1:
             return -1
-        if _passes_through(exc, self.closing):
+        if passes_through(exc, self.closing):
             raise exc
-        if self.fail(i, _ERROR, _describe(exc, self.decl.name, self.plan[i].plugin_id), elapsed):
+        error = describe_failure(exc, self.decl.name, self.plan[i].plugin_id)
+        if self.fail(i, _ERROR, error, elapsed):
             return len(self.plan)
-        if self.slow:
-            return i + 1
-        return None
+        return i + 1 if detached else None
 
     def settle(self, i: int, value: Any, elapsed: float = 0.0) -> bool:
         """Validate and fold in a non-None result; ``True`` when the chain stops."""
@@ -346,7 +194,7 @@ class SequentialRun:
         reducer = self._reducer()
         stop = reducer.apply(value, h.plugin_id)
         self.event = reducer.event
-        self.records.append((h, _OK, elapsed if self.timing else 0.0, None))
+        self.records[i] = (h, _OK, elapsed if self.timing else 0.0, None)
         if stop:
             _skip_rest(self.plan, i, self.records)
         return stop
@@ -354,7 +202,7 @@ class SequentialRun:
     def fail(self, i: int, status: HandlerStatus, error: str, elapsed: float = 0.0) -> bool:
         """Record a failed handler and apply the policy; ``True`` when the chain stops."""
         h = self.plan[i]
-        self.records.append((h, status, elapsed if self.timing else 0.0, error))
+        self.records[i] = (h, status, elapsed if self.timing else 0.0, error)
         log.warning(
             "hook %s: plugin %s failed (%s); policy %s",
             self.decl.name,
@@ -369,50 +217,87 @@ class SequentialRun:
         return True
 
 
-def run_sync(
-    decl: HookDecl, plan: Sequence[Handler], reducer: Reducer, ctx: Context
-) -> list[Record]:
-    """Run a synchronous pipeline hook; async handlers are ignored (warned at registration)."""
-    records: list[Record] = []
-    result_model = decl.result
-    clock = time.perf_counter
-    var = _HANDLER_CONTEXT
-    token = var.set(var.get())
-    try:
-        for index, handler in enumerate(plan):
-            if handler.gate is not None:
-                records.append((handler, HandlerStatus.BLOCKED_BY_GATE, 0.0, handler.gate))
-                continue
-            if handler.is_async:
-                records.append(
-                    (handler, HandlerStatus.SKIPPED, 0.0, "async handler ignored on a sync hook")
-                )
-                continue
-            var.set(handler.context)
-            started = clock()
+class SyncRun(Run):
+    """One dispatch of a synchronous pipeline hook: the general loop, driven to its end in
+    one ``send(None)`` with no event loop. Nothing suspends: ``async def`` handlers are
+    skipped (:attr:`~agentplug.core.results.Handler.skip`), a coroutine result fails its
+    handler, a failure never stops the pipeline and no handler has a budget."""
+
+    __slots__ = ()
+
+    def __init__(self, hook: HookPlan, reducer: Reducer, ctx: Context, tracker: Tracker) -> None:
+        super().__init__(hook, reducer.event, ctx, tracker, timing=True)
+        self.reducer = reducer
+        self.inline_only = True
+
+    def ended(self, i: int, gen: int, value: Any, elapsed: float) -> int | None:
+        """Validate a non-None result and fold it in; a stopping result skips the rest."""
+        h = self.plan[i]
+        model = self.decl.result
+        if value is not None and model is not None:
             try:
-                value = handler.call(reducer.event, ctx)
-                if asyncio.iscoroutine(value):
-                    value.close()
-                    raise TypeError("returned a coroutine on a synchronous hook")
-                if value is not None and result_model is not None:
-                    value = result_model.model_validate(value)
+                value = model.model_validate(value)
             except BaseException as exc:
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                error = (
-                    f"invalid result for {decl.name}: {_first_error(exc)}"
-                    if isinstance(exc, ValidationError)
-                    else _describe(exc, decl.name, handler.plugin_id)
-                )
-                records.append((handler, HandlerStatus.ERROR, clock() - started, error))
-                log.warning("hook %s: plugin %s failed (%s)", decl.name, handler.plugin_id, error)
-                continue
-            stop = value is not None and reducer.apply(value, handler.plugin_id)
-            records.append((handler, HandlerStatus.OK, clock() - started, None))
-            if stop:
-                _skip_rest(plan, index, records)
-                break
+                self.raised(i, gen, exc, elapsed)
+                return None
+        reducer = self.reducer
+        assert reducer is not None  # given to __init__
+        stop = value is not None and reducer.apply(value, h.plugin_id)
+        self.event = reducer.event
+        self.records[i] = (h, _OK, elapsed, None)
+        if stop:
+            _skip_rest(self.plan, i, self.records)
+            return len(self.plan)
+        return None
+
+    def raised(self, i: int, gen: int, exc: BaseException, elapsed: float) -> int | None:
+        """Record the failure and go on (only ``KeyboardInterrupt`` leaves the dispatch:
+        without an event loop there is no task to be cancelled)."""
+        if isinstance(exc, KeyboardInterrupt):
+            raise exc
+        h = self.plan[i]
+        # A ValidationError, whether the handler's own or its result's, reads as an
+        # invalid result.
+        error = (
+            f"invalid result for {self.decl.name}: {_first_error(exc)}"
+            if isinstance(exc, ValidationError)
+            else describe_failure(exc, self.decl.name, h.plugin_id)
+        )
+        self.records[i] = (h, _ERROR, elapsed, error)
+        log.warning("hook %s: plugin %s failed (%s)", self.decl.name, h.plugin_id, error)
+        return None
+
+
+def run_sync(hook: HookPlan, reducer: Reducer, ctx: Context, tracker: Tracker) -> list[Record]:
+    """Run a synchronous pipeline hook; async handlers are ignored (warned at registration)."""
+    run = SyncRun(hook, reducer, ctx, tracker)
+    var = HANDLER_CONTEXT
+    token = var.set(var.get())
+    chain = run.chain(0, 0)
+    try:
+        chain.send(None)
+    except StopIteration:
+        return run.records
     finally:
         var.reset(token)
-    return records
+    # Unreachable: no handler of a SyncRun is awaited, so the chain never suspends.
+    chain.close()
+    raise RuntimeError(f"hook {hook.name}: a synchronous pipeline suspended")
+
+
+_STOPPED = "a terminal decision stopped the chain"
+
+
+def _skip_rest(plan: Sequence[Handler], index: int, records: list[Record]) -> None:
+    for j in range(index + 1, len(plan)):
+        later = plan[j]
+        if later.gate is not None:
+            records[j] = (later, HandlerStatus.BLOCKED_BY_GATE, 0.0, later.gate)
+        else:
+            records[j] = (later, HandlerStatus.SKIPPED, 0.0, _STOPPED)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "<result>"
+    return f"{loc}: {err['msg']}"

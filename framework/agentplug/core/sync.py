@@ -14,8 +14,8 @@ from typing import Any, Protocol, TypeVar
 
 from agentplug_hookspecs import Context, Event, HookDecl
 
-from agentplug.core.dispatch import DispatchResult
 from agentplug.core.facade import SyncHookFacade
+from agentplug.core.results import DispatchResult
 
 __all__ = ["AsyncHost", "SyncHost"]
 

@@ -38,7 +38,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from agentplug.core.dispatch import HandlerReport
+from agentplug.core.results import HandlerReport
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentplug_hookspecs.lifecycle import CronContext, CronJob
 from pydantic import BaseModel, Field
 
-from agentplug.core.dispatch import DispatchResult
+from agentplug.core.results import DispatchResult
 from agentplug.services.signals import AbortController, AbortSignal
 
 if TYPE_CHECKING:

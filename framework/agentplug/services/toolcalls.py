@@ -38,7 +38,7 @@ from agentplug_hookspecs.tools import (
 )
 from pydantic import Field
 
-from agentplug.core.dispatch import HandlerReport
+from agentplug.core.results import HandlerReport
 from agentplug.services.approvals.broker import ApprovalBroker
 from agentplug.services.policies import PolicyTraceEntry, TrustedToolPolicies
 

@@ -20,7 +20,7 @@ from agentplug_hookspecs import thaw
 from agentplug_hookspecs.tools import MessagePersistOutcome, MessageWriteOutcome, ToolContext
 from pydantic import BaseModel, Field
 
-from agentplug.core.dispatch import HandlerReport
+from agentplug.core.results import HandlerReport
 
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost

@@ -32,8 +32,8 @@ from agentplug_hookspecs.messages import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentplug.core.dispatch import HandlerReport
 from agentplug.core.reducers import MAX_FINALIZE_ATTEMPTS
+from agentplug.core.results import HandlerReport
 from agentplug.services.sessions.injections import InjectionClaim
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from agentplug.testing.fixture_state import AgentplugPytestWarning
 if TYPE_CHECKING:
     from agentplug_hookspecs.tools import ToolCallOutcome
 
-    from agentplug.core.dispatch import DispatchResult
+    from agentplug.core.results import DispatchResult
     from agentplug.services.approvals import ApprovalBroker, ApprovalVerdict, PendingApproval
     from agentplug.testing.fixture_state import FixtureState
 
@@ -144,7 +144,7 @@ class ApprovalScript:
         self, tool_name: str, outcome: ToolCallOutcome | DispatchResult[Any]
     ) -> ApprovalVerdict:
         """Run the approval round-trip of a ``before_tool_call`` outcome (or result)."""
-        from agentplug.core.dispatch import DispatchResult
+        from agentplug.core.results import DispatchResult
 
         model = outcome.outcome if isinstance(outcome, DispatchResult) else outcome
         return await self.broker.decide(tool_name, cast("ToolCallOutcome", model))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 if TYPE_CHECKING:
-    from agentplug.core.dispatch import DispatchResult, HandlerReport
+    from agentplug.core.results import DispatchResult, HandlerReport
     from agentplug.gateway import PluginHost
     from agentplug.testing.fixture_state import FixtureState
 
