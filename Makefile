@@ -1,6 +1,7 @@
 # Quick start: `make demo` and `make test`. Both create .venv when it is missing.
-# `make demo` installs only what the demo needs (agentplug and the example plugins its
-# scenario names); `make test` adds the test tools, every extra and the other examples.
+# `make demo` installs only what the demo needs (the two distributions, agentplug-hookspecs
+# from hookspecs/ and agentplug from here, and the example plugins its scenario names);
+# `make test` adds the test tools, every extra, the docs tools and the other examples.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -23,13 +24,13 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-$(DEMO_STAMP): $(PY) pyproject.toml demo/scenario.json $(DEMO_EXAMPLES)
-	$(PIP) install -e .
+$(DEMO_STAMP): $(PY) pyproject.toml hookspecs/pyproject.toml demo/scenario.json $(DEMO_EXAMPLES)
+	$(PIP) install -e hookspecs -e .
 	@for p in $(dir $(DEMO_EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(DEMO_STAMP)
 
 $(STAMP): $(DEMO_STAMP) $(EXAMPLES)
-	$(PIP) install -e '.[test,js,otel,api,yaml,mcp,pydantic-ai,langchain,postgres]'
+	$(PIP) install -e hookspecs -e '.[test,docs,js,otel,api,yaml,mcp,pydantic-ai,langchain,postgres]'
 	@for p in $(dir $(OTHER_EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(STAMP)
 
@@ -57,4 +58,4 @@ docs: $(STAMP)
 	$(VENV)/bin/agentplug docs cli --write docs/cli.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -33,6 +33,7 @@ IMPORT_AGENTPLUG_LOADS = {
     "agentplug.core.markers",
     "agentplug.core.services",
     "agentplug_hookspecs",
+    "agentplug_hookspecs._markers",
     "agentplug_hookspecs._names",
 }
 # Layers and libraries that neither ``import agentplug`` nor ``agentplug --help`` may load.
