@@ -1,7 +1,8 @@
 # Quick start: `make demo` and `make test`. Both create .venv when it is missing.
 # `make demo` installs only what the demo needs (the two distributions, agentplug-hookspecs
 # from hookspecs/ and agentplug from here, and the example plugins its scenario names);
-# `make test` adds the test tools, every extra, the docs tools and the other examples.
+# `make test` adds the test tools, every extra, the docs tools and the other examples,
+# and builds the docs site (mkdocs build --strict) before the checks.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -17,8 +18,10 @@ STAMP := $(VENV)/.agentplug-installed
 # on subprocesses, servers and sockets. PYTEST_ARGS adds options, e.g. PYTEST_ARGS="-m 'not stress'".
 PYTEST_WORKERS ?= 4
 PYTEST_ARGS ?=
+# The documentation site (mkdocs.yml), built into a git-ignored folder.
+SITE_DIR := build/site
 
-.PHONY: demo test lint typecheck pytest bench docs clean
+.PHONY: demo test lint typecheck pytest bench docs docs-site docs-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +51,15 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: docs-site lint typecheck pytest
+
+# The docs site: --strict fails on any warning (a broken link or anchor, a page missing
+# from the nav, an API-reference name that does not resolve). `make docs-serve` previews it.
+docs-site: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(SITE_DIR)
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 bench: $(STAMP)
 	$(PY) bench/run.py
