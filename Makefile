@@ -1,6 +1,8 @@
 # Quick start: `make demo` and `make test`. Both create .venv when it is missing.
-# `make demo` installs only what the demo needs (agentplug and the example plugins its
-# scenario names); `make test` adds the test tools, every extra and the other examples.
+# `make demo` installs only what the demo needs (the two distributions, agentplug-hookspecs
+# from hookspecs/ and agentplug from here, and the example plugins its scenario names);
+# `make test` adds the test tools, every extra, the docs tools and the other examples,
+# and builds the docs site (mkdocs build --strict) before the checks.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -16,20 +18,22 @@ STAMP := $(VENV)/.agentplug-installed
 # on subprocesses, servers and sockets. PYTEST_ARGS adds options, e.g. PYTEST_ARGS="-m 'not stress'".
 PYTEST_WORKERS ?= 4
 PYTEST_ARGS ?=
+# The documentation site (mkdocs.yml), built into a git-ignored folder.
+SITE_DIR := build/site
 
-.PHONY: demo test lint typecheck pytest bench docs clean
+.PHONY: demo test lint typecheck pytest bench docs docs-site docs-serve clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-$(DEMO_STAMP): $(PY) pyproject.toml demo/scenario.json $(DEMO_EXAMPLES)
-	$(PIP) install -e .
+$(DEMO_STAMP): $(PY) pyproject.toml hookspecs/pyproject.toml demo/scenario.json $(DEMO_EXAMPLES)
+	$(PIP) install -e hookspecs -e .
 	@for p in $(dir $(DEMO_EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(DEMO_STAMP)
 
 $(STAMP): $(DEMO_STAMP) $(EXAMPLES)
-	$(PIP) install -e '.[test,js,otel,api,yaml,mcp,pydantic-ai,langchain,postgres]'
+	$(PIP) install -e hookspecs -e '.[test,docs,js,otel,api,yaml,mcp,pydantic-ai,langchain,postgres]'
 	@for p in $(dir $(OTHER_EXAMPLES)); do $(PIP) install -e "$$p" || exit 1; done
 	@touch $(STAMP)
 
@@ -47,7 +51,15 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-test: lint typecheck pytest
+test: docs-site lint typecheck pytest
+
+# The docs site: --strict fails on any warning (a broken link or anchor, a page missing
+# from the nav, an API-reference name that does not resolve). `make docs-serve` previews it.
+docs-site: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(SITE_DIR)
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 bench: $(STAMP)
 	$(PY) bench/run.py
@@ -57,4 +69,4 @@ docs: $(STAMP)
 	$(VENV)/bin/agentplug docs cli --write docs/cli.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .pytest_cache .ruff_cache

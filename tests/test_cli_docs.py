@@ -16,7 +16,7 @@ from agentplug.cli.main import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 GENERATED = {"docs/cli.md", "docs/hooks.md"}
 INLINE = re.compile(r"(?<!`)`(?:\S*/)?agentplug ([^`]+)`(?!`)")
-FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
+FENCE = re.compile(r"^```[a-z]*(?: [^\n]*)?\n(.*?)^```", re.S | re.M)  # title="..."
 SHELL_LINE = re.compile(r"^\s*(?:\$ )?(?:\S*/)?agentplug (.*)$", re.M)
 WORD = re.compile(r"[a-z][a-z-]*")
 

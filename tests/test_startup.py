@@ -32,6 +32,7 @@ IMPORT_AGENTPLUG_LOADS = {
     "agentplug.core.errors",
     "agentplug.core.markers",
     "agentplug_hookspecs",
+    "agentplug_hookspecs._markers",
     "agentplug_hookspecs._names",
 }
 # Layers and libraries that neither ``import agentplug`` nor ``agentplug --help`` may load.

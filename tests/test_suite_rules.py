@@ -106,10 +106,11 @@ def test_make_test_installs_the_js_extra_so_ci_runs_the_javascript_tests() -> No
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     stamp_rule = makefile.split("$(STAMP): ", 1)[1].split("\n\n", 1)[0]
-    extras = stamp_rule.split("install -e '.[", 1)[1].split("]'", 1)[0].split(",")
+    extras = stamp_rule.split("-e '.[", 1)[1].split("]'", 1)[0].split(",")
     assert {"test", "js", "api", "yaml"} <= set(extras)
     demo_rule = makefile.split("$(DEMO_STAMP): ", 1)[1].split("\n\n", 1)[0]
-    assert "install -e .\n" in demo_rule and "[test" not in demo_rule  # the demo: no extras
+    # the demo: both distributions (the contract, hookspecs/, and the runtime), no extras
+    assert "install -e hookspecs -e .\n" in demo_rule and "[test" not in demo_rule
 
 
 def _module_marks(path: Path) -> set[str]:

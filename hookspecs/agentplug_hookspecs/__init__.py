@@ -1,6 +1,11 @@
 """agentplug's hook contract: every hook as a pluggy hookspec with typed models and
 its semantics declared as data. Depends on pluggy and pydantic only.
 
+The distribution ``agentplug-hookspecs`` installs it alone: a plugin that depends on it
+marks its handlers with :func:`hookimpl` (the same object as ``agentplug.hookimpl``) and
+type-checks them against the models of :mod:`agentplug_hookspecs.tools` and the other
+hook modules, without the runtime.
+
 (PYTEST_DONT_REWRITE: nothing here needs pytest's assertion rewriting.)
 """
 
@@ -9,6 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._names import PROJECT_NAME
+
+__version__ = "0.1.0"
 
 # Everything else loads on first use: ``import agentplug`` (and every plugin module's
 # ``from agentplug import hookimpl``) then costs no pydantic model, and the hook modules
@@ -54,6 +61,7 @@ _LAZY = {
         ),
         "._semantics",
     ),
+    **dict.fromkeys(("HandlerOptions", "hookimpl"), "._markers"),
     "BUILTIN_SPEC_MODULES": ".catalogue",
     "builtin_declarations": ".catalogue",
 }
@@ -63,6 +71,7 @@ _SUBMODULES = frozenset(
 
 if TYPE_CHECKING:
     from . import actions, agent, common, lifecycle, messages, sessions, tools
+    from ._markers import HandlerOptions, hookimpl
     from ._model import (
         TRUST_MARKERS,
         Context,
@@ -129,6 +138,7 @@ __all__ = [
     "FrozenDict",
     "FrozenList",
     "HandlerContext",
+    "HandlerOptions",
     "HookDecl",
     "HookKind",
     "HookModel",
@@ -148,6 +158,7 @@ __all__ = [
     "declarations_in",
     "declare",
     "deep_freeze",
+    "hookimpl",
     "hookspec",
     "lifecycle",
     "messages",

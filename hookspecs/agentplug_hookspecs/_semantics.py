@@ -7,6 +7,7 @@ maintainer adding a hook writes one hookspec function decorated with :func:`decl
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -36,6 +37,8 @@ __all__ = [
     "declare",
     "hookspec",
 ]
+
+_VERSION = re.compile(r"\d+(?:\.\d+){0,2}")
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 """pluggy's hookspec marker for the ``agentplug`` project."""
@@ -195,11 +198,39 @@ class Special(Reduction):
 
 @dataclass(frozen=True)
 class Deprecation:
-    """A deprecated hook: what to use instead, and whether it aliases another hook."""
+    """A deprecated hook: what to use instead, the release that removes it, and whether
+    it aliases another hook.
+
+    The runtime warns each plugin that implements the hook once, when it registers,
+    naming both the replacement and the removal version; ``agentplug hooks`` and the
+    hook reference show them too (docs/maintainers.md, "Deprecate a hook").
+    """
 
     replacement: str
+    """What to use instead: a hook name, or a short phrase naming several."""
     alias_of: str | None = None
     """When set, handlers of this hook run as handlers of ``alias_of``."""
+    removed_in: str | None = None
+    """The ``agentplug-hookspecs`` version that removes the hook (``"1.0"``); every
+    built-in deprecation sets it (a test checks)."""
+
+    def __post_init__(self) -> None:
+        if not self.replacement.strip():
+            raise ValueError("Deprecation: name the replacement")
+        if self.removed_in is not None and not _VERSION.fullmatch(self.removed_in):
+            raise ValueError(
+                f"Deprecation: removed_in must be a release number such as '1.0'; "
+                f"got {self.removed_in!r}"
+            )
+
+    def notice(self) -> str:
+        """``removed in agentplug-hookspecs 1.0; use X instead`` (the warning's tail)."""
+        when = (
+            f"removed in agentplug-hookspecs {self.removed_in}"
+            if self.removed_in
+            else "no removal release set"
+        )
+        return f"{when}; use {self.replacement} instead"
 
 
 @dataclass(frozen=True)

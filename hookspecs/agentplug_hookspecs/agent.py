@@ -396,7 +396,9 @@ def before_prompt_build(event: PromptBuildEvent, ctx: AgentContext) -> PromptBui
     group=GROUP,
     default_timeout_ms=15_000,
     prompt_gate=True,
-    deprecation=Deprecation(replacement="before_model_resolve + before_prompt_build"),
+    deprecation=Deprecation(
+        replacement="before_model_resolve + before_prompt_build", removed_in="1.0"
+    ),
 )
 def before_agent_start(event: AgentStartEvent, ctx: AgentContext) -> AgentStartResult | None:
     """Deprecated legacy combined phase of ``before_model_resolve`` + ``before_prompt_build``.

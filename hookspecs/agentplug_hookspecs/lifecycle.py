@@ -201,7 +201,7 @@ def gateway_stop(event: GatewayEvent, ctx: GatewayContext) -> None:
     ctx=GatewayContext,
     group=GROUP,
     default_timeout_ms=5_000,
-    deprecation=Deprecation(replacement="gateway_stop", alias_of="gateway_stop"),
+    deprecation=Deprecation(replacement="gateway_stop", alias_of="gateway_stop", removed_in="1.0"),
 )
 def deactivate(event: GatewayEvent, ctx: GatewayContext) -> None:
     """Deprecated alias of ``gateway_stop``: runs with it and warns once per plugin."""

@@ -223,7 +223,7 @@ def subagent_delivery_target(
     outcome=ClaimOutcome,
     reduction=Claim(),
     group=SUB_GROUP,
-    deprecation=Deprecation(replacement="subagent_spawned"),
+    deprecation=Deprecation(replacement="subagent_spawned", removed_in="1.0"),
 )
 def subagent_spawning(event: SubagentSpawningEvent, ctx: SubagentContext) -> ClaimResult | None:
     """Deprecated compatibility hook; new plugins must not return thread routing from it.

@@ -41,7 +41,8 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         return EXIT_OK
     for r in rows:
         gates = ",".join(g for g in ("conversation", "prompt") if r[f"{g}_gate"]) or "-"
-        dep = f" (deprecated: use {r['replacement']})" if r["deprecated"] else ""
+        removal = f"removed in {r['removed_in']}; " if r["removed_in"] else ""
+        dep = f"  DEPRECATED ({removal}use {r['replacement']})" if r["deprecated"] else ""
         timeout = f"{r['default_timeout_ms']}ms" if r["default_timeout_ms"] else "-"
         print(f"{r['name']:<32} {r['kind']:<9} {timeout:>8} {r['failure']:<12} {gates}{dep}")
     return EXIT_OK

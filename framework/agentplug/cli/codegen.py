@@ -6,6 +6,7 @@ checked-in facade is out of date.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from agentplug_hookspecs import HookDecl, HookKind, builtin_declarations
@@ -80,9 +81,9 @@ def _first_line(decl: HookDecl) -> str:
     return decl.doc.splitlines()[0].strip() if decl.doc else decl.name
 
 
-def render_facade() -> str:
-    """The source text of ``facade.py``."""
-    decls = [d for d in builtin_declarations().values()]
+def render_facade(declarations: Mapping[str, HookDecl] | None = None) -> str:
+    """The source text of ``facade.py`` (of the built-in hooks unless told otherwise)."""
+    decls = list((builtin_declarations() if declarations is None else declarations).values())
     imports: dict[str, set[str]] = {}
     for d in decls:
         for model in (d.event, d.ctx, d.outcome):

@@ -58,6 +58,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("operator config tools", "agentplug.cli.docs:add_docs_commands"),
     "docs": ("documentation generators", "agentplug.cli.docs:add_docs_commands"),
     "dev": ("maintainer tools", "agentplug.cli.docs:add_docs_commands"),
+    "new": (
+        "create a new plugin package from the template",
+        "agentplug.cli.new:add_new_command",
+    ),
     "actions": (
         "list every action, test a custom one, run the action flow",
         "agentplug.cli.actions:add_actions_commands",

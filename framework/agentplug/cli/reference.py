@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections.abc
+import inspect
+import re
 import types
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -10,7 +12,13 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from agentplug_hookspecs import HookDecl, HookModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["hook_summary", "render_hook_reference", "type_text"]
+__all__ = [
+    "deprecation_text",
+    "doc_markdown",
+    "hook_summary",
+    "render_hook_reference",
+    "type_text",
+]
 
 
 def hook_summary(decl: HookDecl) -> dict[str, Any]:
@@ -28,6 +36,7 @@ def hook_summary(decl: HookDecl) -> dict[str, Any]:
         "deprecated": dep is not None,
         "replacement": dep.replacement if dep else None,
         "alias_of": dep.alias_of if dep else None,
+        "removed_in": dep.removed_in if dep else None,
         "reduction": decl.reduction.describe(),
         "event": decl.event.__name__,
         "ctx": decl.ctx.__name__,
@@ -63,6 +72,29 @@ def type_text(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
+
+
+_DOUBLE_TICKS = re.compile(r"``(.+?)``", re.S)
+
+
+def doc_markdown(doc: str) -> str:
+    """A hookspec docstring as Markdown text: dedented (its continuation lines would
+    otherwise be indented code blocks) and with ``rst`` literals as Markdown code."""
+    return _DOUBLE_TICKS.sub(r"`\1`", inspect.cleandoc(doc))
+
+
+def deprecation_text(decl: HookDecl) -> str:
+    """``use X instead; removed in agentplug-hookspecs 1.0`` (empty when not deprecated)."""
+    dep = decl.deprecation
+    if dep is None:
+        return ""
+    removal = (
+        f"removed in agentplug-hookspecs {dep.removed_in}"
+        if dep.removed_in
+        else "no removal release set"
+    )
+    alias = f"; runs as an alias of `{dep.alias_of}` until then" if dep.alias_of else ""
+    return f"use {dep.replacement} instead; {removal}{alias}"
 
 
 def _type_name(info: FieldInfo) -> str:
@@ -116,7 +148,13 @@ def render_hook_reference(decls: Mapping[str, HookDecl]) -> str:
             or "-"
         )
         timeout = f"{decl.default_timeout_ms} ms" if decl.default_timeout_ms else "-"
-        dep = " (deprecated)" if decl.deprecation else ""
+        dep = (
+            f" (deprecated, removed in {decl.deprecation.removed_in})"
+            if decl.deprecation and decl.deprecation.removed_in
+            else " (deprecated)"
+            if decl.deprecation
+            else ""
+        )
         lines.append(
             f"| [`{decl.name}`](#{decl.name}){dep} | {decl.kind.value} | {timeout} | "
             f"{decl.failure.value} | {gates} |"
@@ -135,7 +173,7 @@ def render_hook_reference(decls: Mapping[str, HookDecl]) -> str:
                 f" -> {result} | None",
                 "```",
                 "",
-                decl.doc,
+                doc_markdown(decl.doc),
                 "",
                 f"- **kind**: {info['kind']}"
                 + (" (pluggy `firstresult=True`)" if decl.firstresult else ""),
@@ -151,12 +189,7 @@ def render_hook_reference(decls: Mapping[str, HookDecl]) -> str:
                 f"**prompt-injection gate**: {'yes' if decl.prompt_gate else 'no'}",
             ]
             if decl.deprecation:
-                alias = (
-                    f"; runs as an alias of `{decl.deprecation.alias_of}`"
-                    if decl.deprecation.alias_of
-                    else ""
-                )
-                lines.append(f"- **deprecated**: use {decl.deprecation.replacement}{alias}")
+                lines.append(f"- **deprecated**: {deprecation_text(decl)}")
             lines += ["", f"**Event** `{decl.event.__name__}`", ""]
             lines += _fields_table(decl.event)
             lines += [f"**Context** `{decl.ctx.__name__}`", ""]

@@ -512,8 +512,8 @@ class HookHost(HookDispatcher):
             self.warn_once(
                 record,
                 hook,
-                f"plugin {record.plugin_id!r} uses deprecated hook {hook!r}; "
-                f"use {decl.deprecation.replacement} instead",
+                f"plugin {record.plugin_id!r} uses deprecated hook {hook!r}: "
+                f"{decl.deprecation.notice()}",
             )
         if gate is not None:
             self.warn_once(record, "gate:" + hook, gate, category=None)
