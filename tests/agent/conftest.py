@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from agentplug import PluginApi, PluginHost
+from agentplug import Gateway, PluginApi
 from agentplug.agent import AgentRunner, ScriptedProvider
 
 T = TypeVar("T")
@@ -90,15 +90,16 @@ def make_runner(
     recorder: Recorder | None = None,
     **kwargs: Any,
 ) -> tuple[AgentRunner, ScriptedProvider]:
-    """A host with ``plugins`` (id -> plugin) and a runner over a scripted provider."""
-    host = PluginHost(dict(config or {}))
+    """A gateway with ``plugins`` (id -> plugin) and a runner over a scripted provider."""
+    gateway = Gateway(dict(config or {}))
+    host = gateway.host
     if recorder is not None:
         host.register(recorder, recorder.plugin_id)
     for plugin_id, plugin in (plugins or {}).items():
         host.register(plugin, plugin_id)
     provider = ScriptedProvider(responses or ["Hello!"])
     settings = {"tools": {"actions": False}, **dict(agent or {})}
-    return AgentRunner(host, provider, config=settings, **kwargs), provider
+    return gateway.runner_for(provider, config=settings, **kwargs), provider
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

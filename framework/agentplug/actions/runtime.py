@@ -74,6 +74,8 @@ class AgentRuntime(SimpleActionRuntime):
         self.custom_services = services
         self.custom: LoadResult | None = None
         self._builtins = builtins
+        self.loaded = False
+        """Whether :meth:`load` ran (a gateway's start loads the actions once)."""
         self.disabled_builtins: list[Action] = []
         """Built-in actions left out by ``actions.disabled`` (listed, never registered)."""
         """Registers the built-in actions on first :meth:`load` (the ``actions`` service
@@ -114,6 +116,7 @@ class AgentRuntime(SimpleActionRuntime):
             except Exception as exc:
                 problems.append(str(exc))
         bind_runtime(self)
+        self.loaded = True
         return problems
 
     def custom_action_services(self) -> CustomActionServices:

@@ -223,13 +223,7 @@ class ToolCallPipeline:
     async def _validate(self, tool: Tool, request: ToolRequest) -> str | None:
         if tool.validate is None:
             return None
-        refused = await tool.validate(self._context(request, {}, None))
-        if refused is None:
-            return None
-        trace = current_trace()
-        if trace is not None:
-            trace.add("tool", request.tool_name, refused="validate")
-        return refused
+        return await tool.validate(self._context(request, {}, None))
 
     def _context(
         self, request: ToolRequest, params: Mapping[str, Any], decision: ToolCallDecision | None
@@ -261,6 +255,9 @@ class ToolCallPipeline:
         value: Any = None
         if request.refusal is not None or run is None:
             output = ToolOutput(request.refusal or "the tool cannot run", is_error=True)
+            trace = current_trace()
+            if trace is not None:  # the model's call is answered: say why it did not run
+                trace.add("tool", request.tool_name, refused=_clip(output.content))
         else:
             decision = await self._decide(request, ctx, params)
             if checkpoint is not None:
@@ -390,6 +387,10 @@ class ToolCallPipeline:
             details if isinstance(details, dict) else None,
             output.is_error,
         )
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def _json(value: Any) -> str:

@@ -24,12 +24,14 @@ signal cancels the run's pending approvals and ends it the same way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from agentplug_hookspecs.common import AgentContext, MessageContext
 from agentplug_hookspecs.tools import ToolContext
@@ -50,7 +52,14 @@ from agentplug.agent.transcript import (
     answer_open_calls,
     write_message,
 )
-from agentplug.agent.turn import InboundMessage, Turn, TurnCancelled, TurnFailed, TurnResult
+from agentplug.agent.turn import (
+    InboundMessage,
+    RunnerParts,
+    Turn,
+    TurnCancelled,
+    TurnFailed,
+    TurnResult,
+)
 from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.replies import Channel, ReplyDispatcher
@@ -59,14 +68,7 @@ from agentplug.services.toolcalls import ToolCallGate
 from agentplug.services.toolresults import strip_details
 from agentplug.services.turns import DeliveryResult
 
-if TYPE_CHECKING:
-    from agentplug.actions.runtime import AgentRuntime
-    from agentplug.core.host import HookHost
-    from agentplug.services.policies import TrustedToolPolicies
-    from agentplug.services.sessions import SessionServices
-    from agentplug.store import StateStore
-
-__all__ = ["AgentRunner", "RunnerParts", "SyncAgentRunner"]
+__all__ = ["AgentRunner", "SyncAgentRunner"]
 
 log = logging.getLogger("agentplug.agent")
 T = TypeVar("T")
@@ -77,28 +79,6 @@ def _session_key(agent_id: str, message: InboundMessage) -> str:
         return message.session_key
     peer = message.chat_id or message.sender_id or "main"
     return f"agent:{agent_id}:{message.channel or 'direct'}:{peer}"
-
-
-class RunnerParts(Protocol):
-    """What a runner uses of its gateway (an :class:`agentplug.Gateway` is one)."""
-
-    @property
-    def host(self) -> HookHost: ...
-
-    @property
-    def store(self) -> StateStore: ...
-
-    @property
-    def sessions(self) -> SessionServices: ...
-
-    @property
-    def policies(self) -> TrustedToolPolicies: ...
-
-    @property
-    def actions(self) -> AgentRuntime: ...
-
-    @property
-    def tool_calls(self) -> ToolCallPipeline: ...
 
 
 def _parts(gateway: Any) -> RunnerParts:
@@ -184,6 +164,9 @@ class AgentRunner:
         """Put drained injections' text into the prompt (when no plugin renders them)."""
         self.on_delta = on_delta
         """Receives streamed reply text (sync or async) from providers that stream."""
+        self._session_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
         self.sessions_seen: dict[str, None] = {}
         """Session keys this runner ran turns for, in first-seen order (a gateway's stop
         ends them with ``session_end``)."""
@@ -216,9 +199,9 @@ class AgentRunner:
             await self.connect_mcp()
         if self._actions_loaded:
             return
-        problems = await self.actions.load()
-        for problem in problems:
-            log.warning("actions: %s", problem)
+        if not self.actions.loaded:  # a started gateway loaded them already
+            for problem in await self.actions.load():
+                log.warning("actions: %s", problem)
         policy = self.tool_policy
         for name in policy.unmatched(self.actions.registry.names()):
             log.warning(
@@ -365,13 +348,21 @@ class AgentRunner:
         run_id: str | None = None,
         trace: TurnTrace | None = None,
     ) -> TurnResult:
-        """Run one turn for a message the host already routed (see the module docstring)."""
+        """Run one turn for a message the host already routed (see the module docstring).
+
+        Turns of one session run one after another (each reads the transcript the one
+        before it wrote); turns of different sessions run side by side.
+        """
         trace = trace if trace is not None else TurnTrace()
         token = bind_trace(trace)
+        lock = self._session_locks.get(session_key)
+        if lock is None:
+            lock = self._session_locks[session_key] = asyncio.Lock()
         try:
-            return await self._run(
-                prompt_text, session_key, inbound, heartbeat, signal, run_id, trace
-            )
+            async with lock:
+                return await self._run(
+                    prompt_text, session_key, inbound, heartbeat, signal, run_id, trace
+                )
         finally:
             unbind_trace(token)
 

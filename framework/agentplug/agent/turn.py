@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentplug_hookspecs.common import AgentContext, MessageContext, ThreadId
 from agentplug_hookspecs.tools import ToolContext
@@ -26,8 +26,16 @@ from agentplug.agent.transcript import SessionRecord
 from agentplug.services.signals import AbortSignal
 from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
+if TYPE_CHECKING:
+    from agentplug.actions.runtime import AgentRuntime
+    from agentplug.core.host import HookHost
+    from agentplug.services.policies import TrustedToolPolicies
+    from agentplug.services.sessions import SessionServices
+    from agentplug.store import StateStore
+
 __all__ = [
     "InboundMessage",
+    "RunnerParts",
     "Turn",
     "TurnCancelled",
     "TurnFailed",
@@ -114,6 +122,28 @@ class TurnRunner(Protocol):
     async def maybe_compact(self, turn: Turn) -> bool:
         """Compact the transcript when it passes the budget."""
         ...
+
+
+class RunnerParts(Protocol):
+    """What a runner uses of its gateway (an :class:`agentplug.Gateway` is one)."""
+
+    @property
+    def host(self) -> HookHost: ...
+
+    @property
+    def store(self) -> StateStore: ...
+
+    @property
+    def sessions(self) -> SessionServices: ...
+
+    @property
+    def policies(self) -> TrustedToolPolicies: ...
+
+    @property
+    def actions(self) -> AgentRuntime: ...
+
+    @property
+    def tool_calls(self) -> ToolCallPipeline: ...
 
 
 class TurnFailed(Exception):

@@ -23,6 +23,8 @@ Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to
   tests are running);
 * ``GET /api/approvals``, ``POST /api/approvals/{id}`` ``{decision}``,
   ``GET /api/approvals/grants``, ``DELETE /api/approvals/grants/{id}``;
+* ``POST /api/sessions/{key}/messages`` ``{content, sender_id?, channel?}``: one turn
+  through the gateway's runner (the inbound path of any channel); the ``TurnResult``;
 * ``GET /api/sessions`` (rows with ``plugin_extensions``), ``GET /api/sessions/{key}``,
   ``PATCH /api/sessions/{key}/plugins/{plugin_id}``: a JSON merge patch
   ``{"<extension>": <patch>}`` of that plugin's extensions (403 for another plugin's
@@ -202,6 +204,11 @@ def create_app(
             "/api/sessions/{session_key:path}/plugins/{plugin_id}",
             api.sessions_patch_plugin,
             methods=["PATCH"],
+        ),
+        Route(
+            "/api/sessions/{session_key:path}/messages",
+            api.sessions_post_message,
+            methods=["POST"],
         ),
         Route("/api/sessions/{session_key:path}", api.sessions_get, methods=["GET"]),
     ]
