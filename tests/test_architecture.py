@@ -267,3 +267,28 @@ def test_no_module_imports_another_modules_private_name(
     # code moves to the one module that uses it.
     offending = sorted(f"{module}: {name} from {source}" for module, name, source in private_uses)
     assert offending == [], "private names used by another module:\n" + "\n".join(offending)
+
+
+def test_the_framework_calls_hooks_through_the_typed_facade_not_by_string_name() -> None:
+    # ``host.hooks.<name>(...)`` lets mypy check the hook's name and payload; a string
+    # ``host.dispatch("name", ...)`` is for hooks added at run time (the core's own API and
+    # its tests, the scenario runner's steps, which name their hook in data).
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "framework" / "agentplug"
+    found = []
+    for path in root.rglob("*.py"):
+        if path.relative_to(root).parts[0] == "core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("dispatch", "call_sync", "emit")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.func.attr}")
+    assert found == [], "call these hooks as host.hooks.<name>(...):\n" + "\n".join(found)

@@ -69,7 +69,7 @@ async def compact(turn: Turn) -> bool:
         "message_count": len(messages),
         "token_count": before_tokens,
     }
-    await host.dispatch("before_compaction", event, ctx)
+    await host.hooks.before_compaction(event, ctx)
     older = [m for m in strip_details(messages[:cut])]
     limits = turn.runner.config.limits
     request = ModelRequest(
@@ -96,8 +96,7 @@ async def compact(turn: Turn) -> bool:
             turn.session.session_key,
             type(exc).__name__,
         )
-        await host.dispatch(
-            "after_compaction",
+        await host.hooks.after_compaction(
             {**event, "summary": None},
             ctx,
         )
@@ -112,8 +111,7 @@ async def compact(turn: Turn) -> bool:
         *messages[cut:],
     ]
     turn.session.summary = summary
-    await host.dispatch(
-        "after_compaction",
+    await host.hooks.after_compaction(
         {
             "session_key": turn.session.session_key,
             "message_count": len(turn.session.messages),

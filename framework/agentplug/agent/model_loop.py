@@ -121,8 +121,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedRespo
     except ProviderError as exc:
         raise TurnFailed(str(exc)) from None
     history = [m for m in messages if m.get("role") != "system"]
-    await host.dispatch(
-        "llm_input",
+    await host.hooks.llm_input(
         {
             "run_id": turn.run_id,
             "provider": turn.provider_name,
@@ -136,7 +135,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedRespo
     call_id = f"call-{uuid.uuid4().hex[:12]}"
     transport = "http" if turn.provider_name != "scripted" else "in-process"
     base = _telemetry(turn, call_id, transport)
-    await host.dispatch("model_call_started", base, turn.ctx)
+    await host.hooks.model_call_started(base, turn.ctx)
     limits = runner.config.limits
     request = ModelRequest(
         model=turn.model,
@@ -167,7 +166,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedRespo
         ended = dict(base, duration_ms=(time.perf_counter() - started) * 1000, outcome=outcome)
         if response is not None and response.request_id:
             ended["upstream_request_id_hash"] = upstream_request_id_hash(response.request_id)
-        await host.dispatch("model_call_ended", ended, turn.ctx)
+        await host.hooks.model_call_ended(ended, turn.ctx)
         turn.trace.add(
             "model", f"{turn.provider_name}/{turn.model}", ended["duration_ms"], outcome=outcome
         )
@@ -177,8 +176,7 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedRespo
     bounded = bound_response(response, limits, turn.steps, taken)
     response = bounded.response
     if response.has_output:
-        await host.dispatch(
-            "llm_output",
+        await host.hooks.llm_output(
             {
                 "run_id": turn.run_id,
                 "provider": turn.provider_name,
@@ -214,8 +212,7 @@ def _assistant_message(response: ModelResponse) -> dict[str, Any]:
 
 async def _revise(turn: Turn, reply: str) -> bool:
     """``before_agent_finalize``; ``True`` when one more pass was granted."""
-    result = await turn.host.dispatch(
-        "before_agent_finalize",
+    result = await turn.host.hooks.before_agent_finalize(
         {
             "reply": reply,
             "messages": strip_details(turn.session.messages),

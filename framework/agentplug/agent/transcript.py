@@ -98,8 +98,8 @@ def write_message(
 
     The message written is the reduced replacement (plugins may rewrite it).
     """
-    result = host.call_sync(
-        "before_message_write", {"message": message, "session_key": record.session_key}, ctx
+    result = host.hooks.before_message_write(
+        {"message": message, "session_key": record.session_key}, ctx
     )
     outcome = result.outcome
     if outcome.blocked:

@@ -238,7 +238,7 @@ async def check_install(
             reason=f"invalid install request: {where}: {err['msg']}",
             policy=decision,
         )
-    result = await host.dispatch("before_install", install_event, ctx)
+    result = await host.hooks.before_install(install_event, ctx)
     outcome: InstallOutcome = result.outcome
     if outcome.blocked:
         return InstallDecision(

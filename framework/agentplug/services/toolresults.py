@@ -141,14 +141,13 @@ def persist_tool_result(
         session_key = ctx.get("session_key") or ctx.get("sessionKey")
     elif session_key is None and isinstance(ctx, ToolContext):
         session_key = ctx.session_key
-    persisted = host.call_sync(
-        "tool_result_persist",
+    persisted = host.hooks.tool_result_persist(
         {"message": message, "tool_name": tool_name, "tool_call_id": tool_call_id},
         ctx,
     )
     first: MessagePersistOutcome = persisted.outcome
-    written = host.call_sync(
-        "before_message_write", {"message": first.message, "session_key": session_key}, ctx
+    written = host.hooks.before_message_write(
+        {"message": first.message, "session_key": session_key}, ctx
     )
     second: MessageWriteOutcome = written.outcome
     handlers = persisted.handlers + written.handlers
