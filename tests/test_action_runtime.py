@@ -124,3 +124,45 @@ def test_a_plugin_actions_attribute_that_is_not_a_list_is_reported_naming_the_pl
     assert problems == [
         "plugin 'wrong': 'actions' must be a list of agentplug.actions.Action, got str"
     ]
+
+
+def test_the_built_in_actions_arrive_through_provide_actions_as_the_bundled_plugin_builtin() -> (
+    None
+):
+    import asyncio
+
+    from agentplug import Gateway
+
+    gateway = Gateway()
+    assert gateway.host.plugins == []  # nothing until actions are used
+    asyncio.run(gateway.actions.load())
+    (record,) = gateway.host.plugins
+    assert (record.plugin_id, record.bundled, record.hooks) == (
+        "builtin",
+        True,
+        ["provide_actions"],
+    )
+    assert gateway.actions.registry.owner_of("RESTART_AGENT") == "builtin"
+
+
+def test_a_plugin_action_named_like_a_built_in_is_the_clash_reported() -> None:
+    import asyncio
+
+    from agentplug import Action, ActionResult, Gateway, hookimpl
+
+    class Clash:
+        @hookimpl
+        def provide_actions(self, event: object, ctx: object) -> list[Action]:
+            return [
+                Action(
+                    name="RESTART_AGENT",
+                    description="not the real one",
+                    handler=lambda rt, m, s, o: ActionResult(success=True),
+                )
+            ]
+
+    gateway = Gateway()
+    gateway.host.register(Clash(), "clash")
+    problems = asyncio.run(gateway.actions.load())
+    assert gateway.actions.registry.owner_of("RESTART_AGENT") == "builtin"
+    assert any("clash" in p and "RESTART_AGENT" in p for p in problems), problems

@@ -102,8 +102,6 @@ def test_list_reports_malformed_entries_on_stderr(
 def test_list_without_a_config_lists_every_builtin_and_plugin_action(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentplug.actions.builtins import BUILTIN_MODULES
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AGENTPLUG_CONFIG", raising=False)
     assert run_actions_cli(["list", "--json"]) == 0
@@ -111,7 +109,7 @@ def test_list_without_a_config_lists_every_builtin_and_plugin_action(
     assert payload["config"] is None
     builtins = {a["name"]: a for a in payload["actions"] if a["source"] == "builtin"}
     assert {"RESTART_AGENT", "EJECT_PLUGIN", "SHELL_COMMAND", "CORE_STATUS"} <= set(builtins)
-    assert len(BUILTIN_MODULES) and builtins["CORE_STATUS"]["enabled"] is True
+    assert builtins["CORE_STATUS"]["enabled"] is True
     assert builtins["SHELL_COMMAND"] == {
         **builtins["SHELL_COMMAND"],
         "enabled": False,

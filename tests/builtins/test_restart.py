@@ -196,7 +196,7 @@ def test_embedded_restart_fires_gateway_stop_then_start_and_reloads_a_changed_pl
         report = await controller.wait(timeout_s=30)
         assert events == [("stop", "restarty", "1.0"), ("start", "restarty", "2.0")]
         assert report.reload.reloaded == ["restarty"] and report.reload.errors == []
-        [record] = host.plugins
+        [record] = [r for r in host.plugins if not r.bundled]
         assert record.plugin_id == "restarty" and record.version == "2.0"
 
         # A removed plugin is unregistered, a new one loads.
@@ -207,7 +207,7 @@ def test_embedded_restart_fires_gateway_stop_then_start_and_reloads_a_changed_pl
         write_plugin(site_dir, "1.0", plugin_id="newcomer")
         report = await controller.restart(host, "second", runtime)
         assert report.reload.removed == ["restarty"] and report.reload.added == ["newcomer"]
-        assert [r.plugin_id for r in host.plugins] == ["newcomer"]
+        assert [r.plugin_id for r in host.plugins if not r.bundled] == ["newcomer"]
         assert events == [("stop", "restarty", "2.0"), ("start", "newcomer", "1.0")]
 
     asyncio.run(go())

@@ -65,10 +65,11 @@ def test_the_host_action_runtime_registers_them_under_the_plugin_id(
     assert asyncio.run(runtime.load()) == []
     registry = runtime.registry
     assert [registry.owner_of(n) for n in ("ROLL_DICE", "WORD_COUNT")] == [PLUGIN_ID] * 2
-    # ...collected through one provide_actions dispatch on the fixture host.
+    # ...collected through one provide_actions dispatch on the fixture host, which the
+    # framework's own built-in actions (plugin "builtin") answer too.
     (collect,) = agentplug_recorder.calls("provide_actions")
     assert collect.event == {"reason": "startup"}
-    assert collect.statuses == {PLUGIN_ID: "ok"}
+    assert collect.statuses == {"builtin": "ok", PLUGIN_ID: "ok"}
 
 
 def test_sides_is_an_integer_of_at_least_two_defaulting_to_six(

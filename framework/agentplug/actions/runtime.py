@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -63,7 +63,6 @@ class AgentRuntime(SimpleActionRuntime):
         *,
         store: StateStore,
         state_dir: Path | None = None,
-        builtins: Callable[[AgentRuntime], object] | None = None,
     ) -> None:
         super().__init__(ActionRegistry())
         self.host = host
@@ -73,13 +72,19 @@ class AgentRuntime(SimpleActionRuntime):
         """The gateway's state directory (``None``: none configured)."""
         self.custom_services = services
         self.custom: LoadResult | None = None
-        self._builtins = builtins
         self.loaded = False
         """Whether :meth:`load` ran (a gateway's start loads the actions once)."""
         self.disabled_builtins: list[Action] = []
         """Built-in actions left out by ``actions.disabled`` (listed, never registered)."""
-        """Registers the built-in actions on first :meth:`load` (the ``actions`` service
-        passes :func:`agentplug.actions.builtins.register_builtins`)."""
+        self._builtin_plugin: tuple[str, object] | None = None
+        self.builtin_error: Exception | None = None
+        """Why the built-in actions could not be built (invalid ``actions.*`` settings):
+        :meth:`load` raises it, as the operator's config is wrong, not a plugin."""
+
+    def use_builtins(self, plugin_id: str, plugin: object) -> None:
+        """Register ``plugin`` (the built-in actions' plugin) on the host at the first
+        :meth:`load`."""
+        self._builtin_plugin = (plugin_id, plugin)
 
     async def load(self, reason: str = "startup") -> list[str]:
         """Collect plugin actions and custom actions; return problems found (readable).
@@ -88,10 +93,16 @@ class AgentRuntime(SimpleActionRuntime):
         whole; malformed custom-action entries are reported and skipped one by one.
         """
         problems: list[str] = []
-        if self._builtins is not None:
-            register, self._builtins = self._builtins, None
-            register(self)
+        if self._builtin_plugin is not None:
+            # The built-in actions join as a bundled plugin when actions are first used,
+            # so a host that never loads actions lists only the plugins it registered.
+            plugin_id, plugin = self._builtin_plugin
+            self._builtin_plugin = None
+            self.host.register(plugin, plugin_id, bundled=True)
+        self.builtin_error = None
         result = await self.host.hooks.provide_actions({"reason": reason})
+        if self.builtin_error is not None:
+            raise self.builtin_error
         by_plugin = self._declared_actions(problems)
         for plugin_id, provided in result.outcome.by_plugin.items():
             by_plugin[plugin_id] = [*by_plugin.get(plugin_id, []), *(provided or [])]
