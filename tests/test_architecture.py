@@ -292,3 +292,38 @@ def test_the_framework_calls_hooks_through_the_typed_facade_not_by_string_name()
             ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {node.func.attr}")
     assert found == [], "call these hooks as host.hooks.<name>(...):\n" + "\n".join(found)
+
+
+PUBLIC_PACKAGES = (
+    "agentplug_hookspecs",
+    "agentplug.actions",
+    "agentplug.agent",
+    "agentplug.store",
+    "agentplug.testing",
+    "agentplug.adapters",
+)
+
+
+def test_example_plugins_import_only_public_names() -> None:
+    # The examples are what plugin authors copy: the front door, the contract and the
+    # declared public subpackages only (docs/api.md).
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "example_plugins"
+    found = []
+    for path in root.glob("*/src/**/*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            modules = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            for module in modules:
+                if not module.startswith("agentplug") or module == "agentplug":
+                    continue
+                if not module.startswith(PUBLIC_PACKAGES) and not module.startswith(
+                    "agentplug_"
+                ):
+                    found.append(f"{path.relative_to(root)}: {module}")
+    assert found == [], "import these from a public place:\n" + "\n".join(found)

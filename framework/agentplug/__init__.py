@@ -112,7 +112,7 @@ _MOVED = {
     "CallIds": ("agentplug.agent.pipeline", "agentplug.agent"),
     "GateBridge": ("agentplug.gateway.compat", "gateway.tool_calls (agentplug.ToolCallPipeline)"),
     "ReplyDispatcher": ("agentplug.services.replies", "gateway.replies"),
-    "ScriptedResolver": ("agentplug.services.approvals", "agentplug.testing"),
+    "ScriptedResolver": ("agentplug.services.approvals", "agentplug.services.approvals"),
     "SyncHost": ("agentplug.core.sync", "host.sync"),
     "ConfigFileError": ("agentplug.core.config", "agentplug.ConfigError (its base)"),
     "DataFileError": ("agentplug.core.datafiles", "agentplug.AgentplugError (its base)"),

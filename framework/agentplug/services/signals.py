@@ -81,6 +81,10 @@ class AbortSignal:
         """Why it was aborted (``None`` while pending)."""
         return self._reason
 
+    async def sleep(self, delay_s: float) -> None:
+        """Sleep ``delay_s`` seconds; raise :class:`AbortError` as soon as this aborts."""
+        await abortable_sleep(delay_s, self)
+
     def throw_if_aborted(self) -> None:
         """Raise :class:`AbortError` (or the reason itself, if an exception) when aborted."""
         if not self._aborted:

@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentplug import PluginApi
-from agentplug.services.signals import AbortController, AbortSignal, abortable_sleep
+from agentplug import AbortController, AbortSignal, PluginApi
 from agentplug_hookspecs.lifecycle import (
     CronChangedEvent,
     CronContext,
@@ -63,6 +62,10 @@ MAX_BACKOFF_S = 30.0
 
 Sleep = Callable[[float, AbortSignal], Awaitable[None]]
 """``await sleep(delay_s, signal)``: raises when ``signal`` aborts (tests inject one)."""
+
+
+async def _signal_sleep(delay_s: float, signal: AbortSignal) -> None:
+    await signal.sleep(delay_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +125,13 @@ class CronProjection:
         logger: logging.Logger | None = None,
         initial_backoff_s: float = INITIAL_BACKOFF_S,
         max_backoff_s: float = MAX_BACKOFF_S,
-        sleep: Sleep = abortable_sleep,
+        sleep: Sleep | None = None,
     ) -> None:
         self.adapter = adapter
         self.log = logger or logging.getLogger(f"agentplug.plugin.{PLUGIN_ID}")
         self.initial_backoff_s = initial_backoff_s
         self.max_backoff_s = max_backoff_s
-        self.sleep = sleep
+        self.sleep: Sleep = sleep or _signal_sleep
         self.lifecycle = AbortController()
         self.cron: Any = None
         self.enabled = False
@@ -249,7 +252,7 @@ def register_cron_projection(
     *,
     initial_backoff_s: float = INITIAL_BACKOFF_S,
     max_backoff_s: float = MAX_BACKOFF_S,
-    sleep: Sleep = abortable_sleep,
+    sleep: Sleep | None = None,
 ) -> CronProjection:
     """Register the projection's handlers on ``api``; return the projection."""
     projection = CronProjection(

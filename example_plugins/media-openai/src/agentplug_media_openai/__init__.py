@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
+from agentplug import PluginApi
 from agentplug.actions.builtins.media import (
     MediaProviderError,
     MediaResult,
@@ -324,7 +325,7 @@ def load_config(raw: Mapping[str, Any]) -> OpenAIMediaConfig:
         raise ValueError(problems) from None
 
 
-def register(api: Any) -> None:
+def register(api: PluginApi) -> None:
     """Add an :class:`OpenAIMediaProvider` to the runtime's ``media`` service."""
     provider = OpenAIMediaProvider(load_config(api.plugin_config))
     media_providers(api.host.gateway.actions).add(api.plugin_id, provider)

@@ -9,7 +9,7 @@ itself to the runtime's ``media`` service, a :class:`MediaProviders` registry, f
     from agentplug.actions.builtins.media import media_providers
 
     def register(api):
-        media_providers(api.host.actions).add(api.plugin_id, MyProvider(api.plugin_config))
+        media_providers(api.actions).add(api.plugin_id, MyProvider(api.plugin_config))
 
 (:func:`media_providers` returns the registry, creating and registering it if needed, so
 plugin registration order does not matter.) A host may instead register a single provider
