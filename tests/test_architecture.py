@@ -322,8 +322,6 @@ def test_example_plugins_import_only_public_names() -> None:
             for module in modules:
                 if not module.startswith("agentplug") or module == "agentplug":
                     continue
-                if not module.startswith(PUBLIC_PACKAGES) and not module.startswith(
-                    "agentplug_"
-                ):
+                if not module.startswith(PUBLIC_PACKAGES) and not module.startswith("agentplug_"):
                     found.append(f"{path.relative_to(root)}: {module}")
     assert found == [], "import these from a public place:\n" + "\n".join(found)
