@@ -61,11 +61,25 @@ def subprocess_env(site: Path, folder: Path, **extra: str) -> dict[str, str]:
 class Terminal:
     """A process whose stdout is collected by a thread, read from marks on."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, stderr: Path) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        stderr: Path,
+        *,
+        new_session: bool = False,
+    ) -> None:
         self.stderr_path = stderr
         with open(stderr, "wb") as err:
             self.proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, cwd=cwd
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=env,
+                cwd=cwd,
+                start_new_session=new_session,
             )
         self._out = bytearray()
         self._cond = threading.Condition()
