@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -95,7 +96,10 @@ def install_matrix(site: Path) -> Path:
 @contextlib.contextmanager
 def installed(site: Path) -> Iterator[None]:
     """``site`` on ``sys.path`` while an in-process gateway loads its plugins (only then:
-    other tests of the worker must not find the matrix plugin)."""
+    other tests of the worker must not find the matrix plugin); the entry-point cache in
+    ``site`` too, not in the user's cache directory."""
+    cache = os.environ.get("AGENTPLUG_CACHE_DIR")
+    os.environ["AGENTPLUG_CACHE_DIR"] = str(site.parent / f"{site.name}-cache")
     sys.path.insert(0, str(site))
     importlib.invalidate_caches()
     try:
@@ -104,6 +108,10 @@ def installed(site: Path) -> Iterator[None]:
         with contextlib.suppress(ValueError):
             sys.path.remove(str(site))
         importlib.invalidate_caches()
+        if cache is None:
+            os.environ.pop("AGENTPLUG_CACHE_DIR", None)
+        else:
+            os.environ["AGENTPLUG_CACHE_DIR"] = cache
 
 
 @pytest.fixture(scope="session")

@@ -78,6 +78,9 @@ def pg_root() -> Iterator[Path]:
     if bin_dir is None:
         pytest.skip("no PostgreSQL server binary (initdb/pg_ctl on PATH or /usr/lib/postgresql)")
     pytest.importorskip("psycopg", reason="the page's store needs 'agentplug[postgres]'")
+    pytest.importorskip("uvicorn", reason="the page's `agentplug serve` needs 'agentplug[api]'")
+    if shutil.which("curl") is None:
+        pytest.skip("the page posts a message with curl, which is not installed")
     root = Path(tempfile.mkdtemp(prefix="agentplug-doc-pg-"))
     os.chmod(root, 0o755)
     if os.geteuid() == 0:
