@@ -154,7 +154,7 @@ def fake_dist(site_dir: Path) -> FakeDist:
 # -- a real PostgreSQL server -------------------------------------------------------
 
 
-def _pg_bin_dir() -> Path | None:
+def pg_bin_dir() -> Path | None:
     """Where ``initdb`` and ``pg_ctl`` are: ``PATH``, then ``/usr/lib/postgresql/*/bin``."""
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl", path=str(Path(found).parent)):
@@ -165,7 +165,8 @@ def _pg_bin_dir() -> Path | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -215,7 +216,7 @@ class PostgresServer:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the test session; skips when no server binary exists."""
-    bin_dir = _pg_bin_dir()
+    bin_dir = pg_bin_dir()
     if bin_dir is None:
         pytest.skip("no PostgreSQL server binary (initdb/pg_ctl on PATH or /usr/lib/postgresql)")
     if importlib.util.find_spec("psycopg") is None:
@@ -227,7 +228,7 @@ def postgres_server() -> Iterator[PostgresServer]:
         os.chmod(root, 0o755)
         shutil.chown(root, "nobody")
         as_user = ["runuser", "-u", "nobody", "--"]
-    server = PostgresServer(bin_dir, root, _free_port(), as_user)
+    server = PostgresServer(bin_dir, root, free_port(), as_user)
     subprocess.run(
         [
             *as_user,

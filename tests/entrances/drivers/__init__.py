@@ -1,0 +1,1 @@
+"""One driver per gateway entrance (see tests/entrances/entrance.py)."""
