@@ -75,6 +75,14 @@ class StateStoreTranscripts:
             summary=raw.get("summary"),
         )
 
+    def delete(self, session_key: str) -> bool:
+        """Forget the session's transcript; ``True`` when there was one."""
+        return self.store.delete(self.namespace, session_key)
+
+    def keys(self) -> list[str]:
+        """Every session key with a stored transcript, sorted."""
+        return sorted(key for key, _ in self.store.items(self.namespace))
+
     def save(self, record: SessionRecord) -> None:
         """Store the session (messages as plain JSON)."""
         self.store.put(
