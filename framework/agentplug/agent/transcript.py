@@ -79,9 +79,12 @@ class StateStoreTranscripts:
         """Forget the session's transcript; ``True`` when there was one."""
         return self.store.delete(self.namespace, session_key)
 
-    def keys(self) -> list[str]:
-        """Every session key with a stored transcript, sorted."""
-        return sorted(key for key, _ in self.store.items(self.namespace))
+    def counts(self) -> dict[str, int]:
+        """How many messages each stored session holds, by session key."""
+        return {
+            key: len(value.get("messages") or []) if isinstance(value, Mapping) else 0
+            for key, value in self.store.items(self.namespace)
+        }
 
     def save(self, record: SessionRecord) -> None:
         """Store the session (messages as plain JSON)."""

@@ -234,6 +234,9 @@ async def _serve(
     try:
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        api = getattr(app.state, "api", None)
+        if api is not None:  # open event streams would hold the graceful shutdown
+            await api.events.aclose()
         server.should_exit = True
         with contextlib.suppress(Exception):
             await serving
