@@ -19,12 +19,12 @@ export function h(tag, attrs = {}, ...children) {
       throw new Error(`attribute ${key} is not set from data`);
     } else el.setAttribute(key, value === true ? "" : String(value));
   }
-  append(el, children);
+  append(el, ...children);
   return el;
 }
 
 /** Append children: strings and numbers as text, nodes as they are, arrays flattened. */
-export function append(el, children) {
+export function append(el, ...children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
@@ -40,7 +40,7 @@ export function clear(el) {
 
 /** Replace the children of ``el``. */
 export function replace(el, ...children) {
-  return append(clear(el), children);
+  return append(clear(el), ...children);
 }
 
 /** Epoch seconds as a local time (with the date when not today). */

@@ -9,7 +9,7 @@ function pluginCard(row) {
   const handlers = row.handlers || [];
   return h(
     "article",
-    { class: `plugin${row.error ? " failed" : ""}`, dataset: { pluginId: row.plugin_id } },
+    { class: `plugin-card${row.error ? " failed" : ""}`, dataset: { pluginId: row.plugin_id } },
     h(
       "header",
       {},
