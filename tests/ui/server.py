@@ -11,6 +11,7 @@ server's loop with :meth:`UiServer.call`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -85,7 +86,7 @@ class UiServer:
     def _run(self) -> None:
         try:
             asyncio.run(self._main())
-        except BaseException as exc:  # noqa: BLE001  (reported to the test)
+        except BaseException as exc:
             self._failure = exc
             self._ready.set()
 
@@ -144,7 +145,11 @@ class UiServer:
                 await app(scope, receive, send)
                 return
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            row = {"method": scope["method"], "path": scope["path"], "origin": headers.get("origin")}
+            row = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "origin": headers.get("origin"),
+            }
 
             async def sending(message: Any) -> None:
                 if message["type"] == "http.response.start":
@@ -159,10 +164,8 @@ class UiServer:
         if self._thread is None or self.loop is None:
             return
         if self._server is not None:
-            try:
+            with contextlib.suppress(Exception):  # already stopping
                 self.call(self.app.state.api.events.aclose())
-            except Exception:  # noqa: BLE001  (already stopping)
-                pass
             self._server.should_exit = True
         self._thread.join(WAIT_S)
         self._thread = None

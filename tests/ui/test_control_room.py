@@ -59,8 +59,8 @@ def _watch_cards(page: Any) -> None:
         window.__cardShownAt = {};
         new MutationObserver((records) => {
           for (const record of records) for (const node of record.addedNodes) {
-            if (node.dataset && node.dataset.approvalId && !window.__cardShownAt[node.dataset.approvalId])
-              window.__cardShownAt[node.dataset.approvalId] = Date.now();
+            const id = node.dataset && node.dataset.approvalId;
+            if (id && !window.__cardShownAt[id]) window.__cardShownAt[id] = Date.now();
           }
         }).observe(document.getElementById("inbox"), {childList: true});
       }"""
@@ -249,9 +249,7 @@ def _wait_pending(server: UiServer) -> list[dict[str, Any]]:
     raise AssertionError("no approval became pending")
 
 
-def test_a_confidential_block_reason_never_reaches_the_page(
-    chromium: Any, tmp_path: Path
-) -> None:
+def test_a_confidential_block_reason_never_reaches_the_page(chromium: Any, tmp_path: Path) -> None:
     with UiServer(tmp_path, plugins=[RunGuard()]) as server:
         page = _page(chromium, server)
         bodies: list[str] = []
@@ -432,7 +430,7 @@ def test_the_plugins_view_shows_handlers_and_the_hook_catalogue(
     assert "decide" in row.text_content() and "block" in row.text_content()
 
 
-def test_a_custom_action_is_created_and_tested_from_the_page(
+def test_a_custom_action_is_created_edited_and_tested_from_the_page(
     chromium: Any, tmp_path: Path
 ) -> None:
     with UiServer(tmp_path, custom_actions=[]) as server:
@@ -441,8 +439,14 @@ def test_a_custom_action_is_created_and_tested_from_the_page(
         page.click("#action-new")
         page.click("#action-detail button:has-text('Create')")
         page.wait_for_selector("#actions button[data-action-id=my-action]")
+        edited = json.loads(page.input_value("#action-json"))
+        edited["handler"]["code"] = "return params['text'].upper() + '!'"
+        page.fill("#action-json", json.dumps(edited))
+        page.click("#action-detail button:has-text('Save')")
+        page.wait_for_selector("#action-detail p:has-text('Saved and registered.')")
         page.fill("#action-params", json.dumps({"text": "shout"}))
         page.click("#action-detail button:has-text('Test')")
-        page.wait_for_selector("#action-detail pre.output:has-text('SHOUT')")
+        page.wait_for_selector("#action-detail pre.output:has-text('SHOUT!')")
         saved = json.loads(server.config_path.read_text(encoding="utf-8"))
         assert [a["id"] for a in saved["customActions"]] == ["my-action"]
+        assert saved["customActions"][0]["handler"]["code"].endswith("+ '!'")

@@ -30,9 +30,7 @@ def server(tmp_path: Path) -> Iterator[UiServer]:
 def _login(server: UiServer) -> Iterator[httpx.Client]:
     """A client holding the login cookie (and no bearer token), as a browser would."""
     with httpx.Client(base_url=server.url, timeout=WAIT_S) as client:
-        answer = client.post(
-            "/api/ui/login", json={"token": TOKEN}, headers={"Origin": server.url}
-        )
+        answer = client.post("/api/ui/login", json={"token": TOKEN}, headers={"Origin": server.url})
         assert answer.status_code == 200, answer.text
         yield client
 
@@ -90,9 +88,7 @@ def test_the_login_cookie_reads_the_api_from_the_page_s_own_origin(server: UiSer
 def test_a_cookie_request_from_another_loopback_port_is_refused(server: UiServer) -> None:
     with _login(server) as client:
         other = f"http://127.0.0.1:{server.port + 1}"
-        answer = client.post(
-            "/api/sessions/s1/reset", json={}, headers={"Origin": other}
-        )
+        answer = client.post("/api/sessions/s1/reset", json={}, headers={"Origin": other})
         assert answer.status_code == 403 and other in answer.json()["error"]
 
 
@@ -251,9 +247,10 @@ def test_the_hook_catalogue_gives_each_hook_s_kind_and_reduction(server: UiServe
 
 
 def test_a_streamed_turn_says_its_run_id_first_and_its_result_last(server: UiServer) -> None:
-    with server.client() as client, client.stream(
-        "POST", "/api/sessions/s1/messages/stream", json={"content": "hi"}
-    ) as stream:
+    with (
+        server.client() as client,
+        client.stream("POST", "/api/sessions/s1/messages/stream", json={"content": "hi"}) as stream,
+    ):
         frames = [line for line in stream.iter_lines() if line.startswith(("event:", "data:"))]
     kinds = [f[6:].strip() for f in frames if f.startswith("event:")]
     data = [json.loads(f[5:]) for f in frames if f.startswith("data:")]
@@ -296,9 +293,7 @@ def test_an_approval_appears_in_the_feed_and_its_decision_in_the_history(tmp_pat
         tmp_path, responses=[call(text="hi"), "done"], plugins=[Gate()], tools=[echo]
     ) as server:
         seen: list[tuple[str, Any]] = []
-        reader = threading.Thread(
-            target=lambda: seen.extend(_events(server, 100, pending=True))
-        )
+        reader = threading.Thread(target=lambda: seen.extend(_events(server, 100, pending=True)))
         reader.start()
         while server.call(_streams(server)) == 0:
             pass

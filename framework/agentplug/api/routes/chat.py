@@ -56,7 +56,7 @@ def stream_event(event: Any) -> tuple[str, dict[str, Any]]:
     name) and its fields."""
     if isinstance(event, TurnResult):
         return "final", _result_json(event)
-    result = getattr(event, "result", None)
+    result = event.get("result") if isinstance(event, dict) else getattr(event, "result", None)
     if isinstance(result, TurnResult):
         return "final", _result_json(result)
     kind = getattr(event, "type", None) or getattr(event, "kind", None)

@@ -57,12 +57,12 @@ export function mountActions() {
     }
   }
 
-  function edit(id, action) {
+  function edit(id, action, message = "") {
     selected = id;
     refresh();
     const editor = h("textarea", { id: "action-json", rows: "16", spellcheck: "false" });
     editor.value = pretty(action);
-    const status = h("p", { role: "status" });
+    const status = h("p", { role: "status", text: message });
     const save = h("button", { type: "button", text: id ? "Save" : "Create" });
     const remove = id ? h("button", { type: "button", class: "deny", text: "Delete" }) : null;
     const params = h("textarea", { id: "action-params", rows: "4", spellcheck: "false" });
@@ -86,10 +86,7 @@ export function mountActions() {
         const saved = id
           ? await api(path(id), { method: "PUT", body })
           : await api("/api/custom-actions", { method: "POST", body });
-        const action = saved.action || saved;
-        status.className = "";
-        status.textContent = "Saved and registered.";
-        edit(action.id || body.id, action);
+        edit(saved.id || body.id, saved, "Saved and registered.");
       } catch (err) {
         fail(err);
       }
