@@ -119,7 +119,8 @@ export function mountActions() {
       output.textContent = "running\u2026";
       try {
         const answer = await api(path(id, "/test"), { method: "POST", body: { params: values } });
-        output.textContent = `${answer.ok ? "ok" : "failed"} in ${answer.duration_ms} ms\n${answer.output}`;
+        const took = Math.round(Number(answer.duration_ms));
+        output.textContent = `${answer.ok ? "ok" : "failed"} in ${took} ms\n${answer.output}`;
       } catch (err) {
         output.textContent = err.message;
       }

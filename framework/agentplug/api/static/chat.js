@@ -3,7 +3,7 @@
 // reply at the end); approvals this turn asks for show inline and can be decided there.
 
 import { api, postStream } from "./api.js";
-import { approvalCard, reconcile } from "./approvals.js";
+import { reconcile } from "./approvals.js";
 import { append, chip, h, pretty, replace } from "./dom.js";
 
 function sessionPath(key, rest = "") {
@@ -20,14 +20,24 @@ function messageItem(role, text, extra = []) {
   );
 }
 
-function transcriptItem(message) {
-  const role = message.role || "?";
-  const extra = [];
-  if (message.tool_calls && message.tool_calls.length) {
-    extra.push(h("pre", { class: "tool-calls", text: pretty(message.tool_calls) }));
-  }
+/** A transcript message's tool calls, one line each: ``name {arguments}``. */
+export function toolCalls(message) {
+  return (message.tool_calls || []).map((call) => {
+    const fn = call.function || {};
+    let args = fn.arguments || "";
+    try {
+      args = JSON.stringify(JSON.parse(args));
+    } catch (err) {
+      /* shown as sent */
+    }
+    return h("p", { class: "tool-call" }, "calls ", h("code", { text: fn.name || "?" }), " ", h("code", { class: "muted", text: args }));
+  });
+}
+
+/** One stored transcript message. */
+export function transcriptItem(message) {
   const content = typeof message.content === "string" ? message.content : pretty(message.content);
-  return messageItem(role, content, extra);
+  return messageItem(message.role || "?", content, toolCalls(message));
 }
 
 /** The chat view; ``approvals(snapshot)`` shows this turn's pending approvals inline. */
@@ -48,6 +58,7 @@ export function mountChat({ openTurn }) {
     try {
       const transcript = await api(sessionPath(sessionKey(), "/transcript"));
       append(log, transcript.messages.map(transcriptItem));
+      if (log.lastElementChild) log.lastElementChild.scrollIntoView({ block: "end" });
     } catch (err) {
       if (err.status !== 404) append(log, messageItem("error", err.message));
     }
@@ -57,6 +68,7 @@ export function mountChat({ openTurn }) {
     if (!current) return;
     const rows = (lastSnapshot.pending || []).filter((row) => row.run_id === current.runId);
     reconcile(current.inline, rows, {});
+    if (rows.length) current.inline.scrollIntoView({ block: "nearest" });
   }
 
   async function submit() {
@@ -65,6 +77,7 @@ export function mountChat({ openTurn }) {
     input.value = "";
     send.disabled = true;
     append(log, messageItem("user", text));
+    log.lastElementChild.scrollIntoView({ block: "end" });
     const content = h("div", { class: "content pending", text: "\u2026" });
     const inline = h("div", { class: "inline-approvals", role: "list", "aria-label": "Approvals" });
     const footer = h("p", { class: "turn-footer" });
@@ -81,6 +94,7 @@ export function mountChat({ openTurn }) {
         if (event === "started") {
           current = { runId: data.run_id, inline };
           showInline();
+          footer.scrollIntoView({ block: "end" });
         } else if (event === "delta") {
           streamed += data.text || "";
           content.classList.remove("pending");
@@ -122,6 +136,7 @@ export function mountChat({ openTurn }) {
       );
     }
     replace(footer, parts);
+    footer.scrollIntoView({ block: "nearest" });
   }
 
   form.addEventListener("submit", (event) => {
@@ -147,5 +162,3 @@ export function mountChat({ openTurn }) {
     },
   };
 }
-
-export { approvalCard };

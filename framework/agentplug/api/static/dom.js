@@ -55,6 +55,7 @@ export function when(epoch) {
 /** Milliseconds, short. */
 export function ms(value) {
   const n = Number(value || 0);
+  if (n > 0 && n < 0.01) return "<0.01 ms";
   if (n >= 10000) return `${(n / 1000).toFixed(1)} s`;
   if (n >= 100) return `${n.toFixed(0)} ms`;
   return `${n.toFixed(n >= 10 ? 1 : 2)} ms`;

@@ -1,23 +1,11 @@
 // Sessions: the list, one session's transcript and plugin extensions, and reset.
 
 import { api } from "./api.js";
+import { transcriptItem } from "./chat.js";
 import { chip, h, pretty, replace } from "./dom.js";
 
 function path(key, rest = "") {
   return `/api/sessions/${encodeURIComponent(key)}${rest}`;
-}
-
-function messageRow(message) {
-  const content = typeof message.content === "string" ? message.content : pretty(message.content);
-  return h(
-    "li",
-    { class: `message ${message.role || ""}` },
-    h("span", { class: "role", text: message.role || "?" }),
-    h("div", { class: "content", text: content || "" }),
-    message.tool_calls && message.tool_calls.length
-      ? h("pre", { class: "tool-calls", text: pretty(message.tool_calls) })
-      : null,
-  );
 }
 
 /** The sessions view. */
@@ -108,7 +96,7 @@ export function mountSessions() {
         : h("p", { class: "empty", text: "No plugin keeps state in this session." }),
       h("h3", {}, "Transcript ", transcript ? chip(`${transcript.total} messages`) : null),
       messages.length
-        ? h("ol", { class: "chat-log transcript" }, messages.map(messageRow))
+        ? h("ol", { class: "chat-log transcript" }, messages.map(transcriptItem))
         : h("p", { class: "empty", text: "No transcript (no turn ran in this session since it was reset)." }),
     );
   }
