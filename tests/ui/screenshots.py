@@ -89,13 +89,17 @@ def take(folder: Path) -> list[Path]:
         "Sent.",
     ]
     gate = Gate(title="Echo text back to the user")
-    with tempfile.TemporaryDirectory() as root, UiServer(
-        Path(root),
-        responses=responses,
-        plugins=[gate, Preflight(), ResetWatcher()],
-        tools=[echo],
-        custom_actions=[ACTION],
-    ) as server, sync_playwright() as playwright:
+    with (
+        tempfile.TemporaryDirectory() as root,
+        UiServer(
+            Path(root),
+            responses=responses,
+            plugins=[gate, Preflight(), ResetWatcher()],
+            tools=[echo],
+            custom_actions=[ACTION],
+        ) as server,
+        sync_playwright() as playwright,
+    ):
         browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.set_default_timeout(WAIT_S * 1000)
