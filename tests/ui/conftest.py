@@ -14,6 +14,15 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 
+@pytest.fixture(autouse=True)
+def no_sweeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The feed's periodic look at the inbox off: whatever a test sees live was pushed
+    by a change notification."""
+    from agentplug.api import events
+
+    monkeypatch.setattr(events, "SWEEP_S", 3600.0)
+
+
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     """One headless Chromium per test module (each test opens its own context)."""

@@ -152,6 +152,34 @@ def test_a_denial_from_the_page_reaches_the_model_as_a_blocked_call(
     assert "denied" in result["content"]
 
 
+def test_an_approval_asked_on_another_gateway_sharing_the_store_is_decided_here(
+    chromium: Any, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    (tmp_path / "here").mkdir()
+    (tmp_path / "there").mkdir()
+    with (
+        UiServer(tmp_path / "here", state_dir=state) as here,
+        UiServer(
+            tmp_path / "there",
+            state_dir=state,
+            responses=[call(text="hi"), "done there"],
+            plugins=[Gate()],
+            tools=[echo],
+        ) as there,
+    ):
+        page = _page(chromium, here)
+        _mark_no_reload(page)
+        thread, answers = there.post_turn_in_background("s1", "please echo")
+        card = page.wait_for_selector("#inbox article.approval")
+        assert _still_same_document(page)
+        card.query_selector("button[data-decision=allow-once]").click()
+        thread.join(WAIT_S)
+        assert answers[0].json()["reply"] == "done there"
+        row = page.wait_for_selector("#history tr")
+        assert "allow-once" in row.text_content() and "api" in row.text_content()
+
+
 def test_the_inbox_can_be_worked_with_the_keyboard_alone(chromium: Any, tmp_path: Path) -> None:
     responses = [call(text="one"), call(text="two"), "first done", "second done"]
     with UiServer(tmp_path, responses=responses, plugins=[Gate()], tools=[echo]) as server:

@@ -39,7 +39,7 @@ from agentplug.store import StateStoreUnavailable
 if TYPE_CHECKING:
     from agentplug.gateway import Gateway
 
-__all__ = ["KEEPALIVE_S", "MAX_STREAMS", "QUEUE_SIZE", "EventHub", "sse_frame"]
+__all__ = ["KEEPALIVE_S", "MAX_STREAMS", "QUEUE_SIZE", "SWEEP_S", "EventHub", "sse_frame"]
 
 log = logging.getLogger("agentplug.api")
 
@@ -49,8 +49,10 @@ QUEUE_SIZE = 64
 """Events a stream may fall behind before it is closed."""
 KEEPALIVE_S = 10.0
 """Seconds between keep-alive comments on a quiet stream."""
+SWEEP_S = 5.0
+"""Seconds between two looks at the inbox when nothing notified a change (approvals of a
+gateway that died waiting time out without a notification from it)."""
 _WATCH_SLICE_S = 0.5
-_SWEEP_S = 5.0
 _CLOSE: tuple[str, Any] = ("close", None)
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 """Headers of every server-sent event stream of the API."""
@@ -171,7 +173,7 @@ class EventHub:
                 await asyncio.sleep(_WATCH_SLICE_S)
                 continue
             since_sweep += _WATCH_SLICE_S if now == seen else 0.0
-            if now == seen and since_sweep < _SWEEP_S:
+            if now == seen and since_sweep < SWEEP_S:
                 continue
             # A change, or time to sweep approvals of gateways that died waiting.
             seen, since_sweep = now, 0.0
