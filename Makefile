@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 # The documentation site (mkdocs.yml), built into a git-ignored folder.
 SITE_DIR := build/site
 
-.PHONY: demo test lint typecheck pytest bench docs docs-site docs-serve clean
+.PHONY: demo test lint typecheck pytest bench docs docs-site docs-serve ui-screenshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,11 @@ docs-site: $(STAMP)
 
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
+# The control room's pictures in docs/ui.md: a served gateway photographed by headless
+# Chromium (Debian's chromium package; `apt-get install chromium`).
+ui-screenshots: $(STAMP)
+	$(PY) -m tests.ui.screenshots docs/img
 
 bench: $(STAMP)
 	$(PY) bench/run.py

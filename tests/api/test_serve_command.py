@@ -143,3 +143,21 @@ def test_serve_listens_on_loopback_with_a_private_token_and_stops_on_sigterm(
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_serve_serves_the_control_room_and_says_where(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    import httpx
+
+    from tests.api.served import start_serve
+
+    served = start_serve(tmp_path, {})
+    try:
+        assert served.proc.stdout is not None
+        assert served.proc.stdout.readline().strip() == f"control room: {served.url}/ui/"
+        page = httpx.get(f"{served.url}/ui/")
+        assert page.status_code == 200 and "<title>agentplug control room</title>" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+    finally:
+        served.stop()

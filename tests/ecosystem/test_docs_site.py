@@ -28,6 +28,7 @@ LEARNING_PATH = [
     "agent-runtime.md",
     "actions.md",
     "approvals.md",
+    "ui.md",
     "scaling.md",
     "integrations.md",
 ]

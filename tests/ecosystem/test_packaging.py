@@ -94,6 +94,17 @@ def test_the_runtime_wheel_ships_py_typed_and_the_plugin_templates(built: Built)
     assert "agentplug/templates/snippets/handler_before_tool_call.tmpl" in names
 
 
+def test_the_runtime_wheel_ships_every_file_of_the_control_room(built: Built) -> None:
+    names = _names(built.one("agentplug-*.whl"))
+    static = Path(__file__).parents[2] / "framework" / "agentplug" / "api" / "static"
+
+    files = sorted(p.name for p in static.iterdir())
+    assert "index.html" in files and "app.js" in files
+    assert sorted(n for n in names if n.startswith("agentplug/api/static/")) == [
+        f"agentplug/api/static/{name}" for name in files
+    ]
+
+
 @pytest.mark.parametrize("distribution", ["agentplug", "agentplug-hookspecs"])
 def test_an_editable_install_is_a_plain_path_entry(distribution: str) -> None:
     # The installed record (an ``*.egg-info`` left in a source root may come first).

@@ -27,6 +27,7 @@ from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput, ToolRegistr
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord, StateStoreTranscripts, TranscriptStore
 from agentplug.agent.turn import InboundMessage, TurnResult
+from agentplug.agent.turnlog import TurnLog
 
 __all__ = [
     "AgentConfig",
@@ -56,6 +57,7 @@ __all__ = [
     "ToolSchema",
     "ToolSource",
     "TranscriptStore",
+    "TurnLog",
     "TurnResult",
     "TurnTrace",
     "agent_config",

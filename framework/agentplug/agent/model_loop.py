@@ -168,7 +168,11 @@ async def call_model(turn: Turn, messages: list[dict[str, Any]]) -> BoundedRespo
             ended["upstream_request_id_hash"] = upstream_request_id_hash(response.request_id)
         await host.hooks.model_call_ended(ended, turn.ctx)
         turn.trace.add(
-            "model", f"{turn.provider_name}/{turn.model}", ended["duration_ms"], outcome=outcome
+            "model",
+            f"{turn.provider_name}/{turn.model}",
+            ended["duration_ms"],
+            began=started,
+            outcome=outcome,
         )
     if error is not None or response is None:
         raise TurnFailed(error or "the provider returned nothing")

@@ -311,12 +311,15 @@ class ToolCallPipeline:
                 "tool",
                 request.tool_name,
                 (time.perf_counter() - started) * 1000,
+                began=started,
                 allowed=decision.allowed,
                 blocked_by=decision.blocked_by,
                 blocked_by_policy=decision.blocked_by_policy,
                 approval=decision.approval_resolution,
                 approval_requested_by=decision.approval.plugin_id if decision.approval else None,
                 approval_by=decision.approval_by,
+                # The reason the model reads as the call's result: public by design.
+                reason=None if decision.allowed else _clip(decision.reason),
                 env_kept=sorted(env.get("kept", {})) if env else None,
                 env_dropped=[d["key"] for d in env.get("dropped", [])] if env else None,
             )

@@ -60,6 +60,7 @@ from agentplug.agent.turn import (
     TurnFailed,
     TurnResult,
 )
+from agentplug.agent.turnlog import TurnLog
 from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.replies import Channel, ReplyDispatcher
@@ -116,7 +117,8 @@ class AgentRunner:
     gateway's store. ``broker`` replaces the gateway's approval broker for this runner.
     ``channel(payload)`` sends replies; without one, replies are returned
     (``TurnResult.reply``) and ``message_sent`` does not fire. ``on_delta(text)``
-    receives the streamed reply text of providers that implement ``stream``.
+    receives the streamed reply text of providers that implement ``stream``. Turns are
+    recorded in ``gateway.turns`` (a :class:`~agentplug.agent.turnlog.TurnLog`).
     """
 
     def __init__(
@@ -170,6 +172,8 @@ class AgentRunner:
         self.sessions_seen: dict[str, None] = {}
         """Session keys this runner ran turns for, in first-seen order (a gateway's stop
         ends them with ``session_end``)."""
+        self.turn_log: TurnLog = getattr(parts, "turns", None) or TurnLog()
+        """Where this runner records each turn's start, end and trace (the gateway's)."""
         self._sync: SyncAgentRunner | None = None
         self._mcp: list[McpToolSource] | None = None if self.config.tools.mcp_servers else []
         install_tap(host)
@@ -269,9 +273,13 @@ class AgentRunner:
     # -- entry points ---------------------------------------------------------------------
 
     async def handle_inbound(
-        self, message: InboundMessage | Mapping[str, Any], *, signal: AbortSignal | None = None
+        self,
+        message: InboundMessage | Mapping[str, Any],
+        *,
+        signal: AbortSignal | None = None,
+        run_id: str | None = None,
     ) -> TurnResult:
-        """Route one inbound message: ``inbound_claim``, ``message_received``, the turn."""
+        """Route one message: ``inbound_claim``, ``message_received``, turn ``run_id``."""
         msg = (
             message
             if isinstance(message, InboundMessage)
@@ -299,7 +307,12 @@ class AgentRunner:
         finally:
             unbind_trace(token)
         return await self.run_turn(
-            msg.text, session_key=session_key, inbound=msg, signal=signal, trace=trace
+            msg.text,
+            session_key=session_key,
+            inbound=msg,
+            signal=signal,
+            run_id=run_id,
+            trace=trace,
         )
 
     async def _claimed(
@@ -315,7 +328,7 @@ class AgentRunner:
                 channel_name=msg.channel,
                 to=msg.sender_id,
             )
-        return TurnResult(
+        result = TurnResult(
             run_id="",
             session_key=session_key,
             status="claimed",
@@ -324,6 +337,8 @@ class AgentRunner:
             delivery=_scrubbed(delivery),
             trace=scrub_data(trace.to_json()),
         )
+        self.turn_log.ended(result, agent_id=self.agent_id)
+        return result
 
     def _message_ctx(
         self, msg: InboundMessage | None, session_key: str, run_id: str | None
@@ -355,16 +370,19 @@ class AgentRunner:
         """
         trace = trace if trace is not None else TurnTrace()
         token = bind_trace(trace)
-        lock = self._session_locks.get(session_key)
-        if lock is None:
-            lock = self._session_locks[session_key] = asyncio.Lock()
         try:
-            async with lock:
+            async with self.session_lock(session_key):
                 return await self._run(
                     prompt_text, session_key, inbound, heartbeat, signal, run_id, trace
                 )
         finally:
             unbind_trace(token)
+
+    def session_lock(self, session_key: str) -> asyncio.Lock:
+        """The lock a turn of ``session_key`` holds (hold it to change the session between
+        turns, e.g. to reset it)."""
+        lock = self._session_locks.get(session_key)
+        return lock or self._session_locks.setdefault(session_key, asyncio.Lock())
 
     def _turn(
         self,
@@ -436,6 +454,7 @@ class AgentRunner:
     ) -> TurnResult:
         turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
         self.sessions_seen[session_key] = None
+        self.turn_log.started(turn.run_id, session_key, agent_id=self.agent_id)
         # A session an older turn left with an unanswered call would be refused whole.
         answer_open_calls(
             turn.session.messages, "tool call not completed: an earlier turn ended before it did"
@@ -501,7 +520,7 @@ class AgentRunner:
             reply = None if delivery.suppressed else delivery.content
         if reply is not None:
             reply = scrub(reply)
-        return TurnResult(
+        result = TurnResult(
             run_id=turn.run_id,
             session_key=session_key,
             status=turn.status,
@@ -517,6 +536,8 @@ class AgentRunner:
             transcript=scrub_data(list(turn.session.messages)),
             trace=scrub_data(trace.to_json()),
         )
+        self.turn_log.ended(result, agent_id=self.agent_id)
+        return result
 
     async def _phases(self, turn: Turn) -> None:
         await prompt.start_session(turn)

@@ -4,8 +4,10 @@ The runner records every dispatch of a turn (its own and those the services make
 it: the tool-call gate, the reply dispatcher...) through a tap installed once on the
 host (:func:`install_tap`); the tap is a no-op outside a traced turn. Entries hold
 only non-confidential facts: hook names, plugin ids, statuses, decision flags, who
-blocked / rewrote / asked approval, timings. Never content, parameters or the
-confidential ``before_agent_run`` reason.
+blocked / rewrote / asked approval, timings (each entry's start, as milliseconds since
+the turn began, and its duration), and the public reason of a blocked tool call (the text
+the model reads as the call's result). Never content, parameters or the confidential
+``before_agent_run`` reason.
 """
 
 from __future__ import annotations
@@ -37,12 +39,15 @@ class TraceEntry:
     duration_ms: float = 0.0
     handlers: list[dict[str, Any]] = field(default_factory=list)
     decision: dict[str, Any] = field(default_factory=dict)
+    start_ms: float = 0.0
+    """When the step began, in milliseconds since the turn's trace began (a time axis)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible dict."""
         out: dict[str, Any] = {
             "kind": self.kind,
             "name": self.name,
+            "start_ms": round(self.start_ms, 3),
             "duration_ms": round(self.duration_ms, 3),
         }
         if self.handlers:
@@ -57,16 +62,36 @@ class TurnTrace:
     """Everything one turn did, in order."""
 
     entries: list[TraceEntry] = field(default_factory=list)
+    began: float = field(default_factory=time.perf_counter)
+    """``time.perf_counter()`` when the trace began (entries' ``start_ms`` count from it)."""
 
     @property
     def hooks(self) -> list[str]:
         """Hook names in dispatch order (with repeats)."""
         return [e.name for e in self.entries if e.kind == "hook"]
 
-    def add(self, kind: str, name: str, duration_ms: float = 0.0, **decision: Any) -> TraceEntry:
-        """Record a runner step."""
+    def add(
+        self,
+        kind: str,
+        name: str,
+        duration_ms: float = 0.0,
+        *,
+        began: float | None = None,
+        **decision: Any,
+    ) -> TraceEntry:
+        """Record a runner step that took ``duration_ms`` and began at ``began`` (a
+        ``time.perf_counter()`` reading; default: ``duration_ms`` before now)."""
+        if began is None:
+            start_ms = (time.perf_counter() - self.began) * 1000 - duration_ms
+        else:
+            start_ms = (began - self.began) * 1000
         entry = TraceEntry(
-            kind, name, duration_ms, [], {k: v for k, v in decision.items() if v is not None}
+            kind,
+            name,
+            duration_ms,
+            [],
+            {k: v for k, v in decision.items() if v is not None},
+            max(0.0, start_ms),
         )
         self.entries.append(entry)
         return entry
@@ -149,6 +174,7 @@ def _record(name: str, result: DispatchResult[Any], started: float) -> None:
             (time.perf_counter() - started) * 1000,
             handlers,
             decision_of(result.outcome),
+            max(0.0, (started - trace.began) * 1000),
         )
     )
 

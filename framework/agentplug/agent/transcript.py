@@ -75,6 +75,17 @@ class StateStoreTranscripts:
             summary=raw.get("summary"),
         )
 
+    def delete(self, session_key: str) -> bool:
+        """Forget the session's transcript; ``True`` when there was one."""
+        return self.store.delete(self.namespace, session_key)
+
+    def counts(self) -> dict[str, int]:
+        """How many messages each stored session holds, by session key."""
+        return {
+            key: len(value.get("messages") or []) if isinstance(value, Mapping) else 0
+            for key, value in self.store.items(self.namespace)
+        }
+
     def save(self, record: SessionRecord) -> None:
         """Store the session (messages as plain JSON)."""
         self.store.put(

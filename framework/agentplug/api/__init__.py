@@ -10,7 +10,9 @@ package serves them for one :class:`~agentplug.core.host.PluginHost`:
 The core package never needs the extra: this module and :mod:`agentplug.api.serve` import
 without Starlette, and ``agentplug serve`` says which extra to install when it is missing.
 The loopback rules shared by the server (bind address) and the application (``Host`` and
-``Origin`` headers) live in :mod:`agentplug.api.loopback`.
+``Origin`` headers) live in :mod:`agentplug.api.loopback`. The same application serves the
+control room, a page over the API (:mod:`agentplug.api.page`, its login in
+:mod:`agentplug.api.logins`, its live feed in :mod:`agentplug.api.events`; docs/ui.md).
 """
 
 from __future__ import annotations

@@ -15,25 +15,40 @@ Endpoints (JSON in and out; errors are ``{"error": "<what went wrong and what to
   ends with ``{type: "exit", exit_code, truncated, timed_out}``;
   ``GET /api/terminal/runs/{id}`` is the run's status and, once finished, its result;
 * ``GET /api/plugins``: the loaded plugins (id, display name, description, distribution,
-  hooks, load errors); ``POST /api/plugins/install`` ``{spec}``: the plugin manager's report
-  (403 when blocked);
+  version, source, hooks; each handler's effective priority and timeout and where the
+  timeout came from; warnings and overruns; load errors); ``GET /api/hooks``: the hook
+  catalogue (kind, reduction, timeout, failure policy); ``POST /api/plugins/install``
+  ``{spec}``: the plugin manager's report (403 when blocked);
 * ``GET|POST /api/custom-actions``, ``GET|PUT|DELETE /api/custom-actions/{id}``: the
   config file's ``customActions``, registered live; ``POST /api/custom-actions/{id}/test``
   ``{params}``: ``{ok, output, duration_ms}`` (429 while ``MAX_ACTIVE_CODE_TESTS`` ``code``
   tests are running);
 * ``GET /api/approvals``, ``POST /api/approvals/{id}`` ``{decision}``,
-  ``GET /api/approvals/grants``, ``DELETE /api/approvals/grants/{id}``;
+  ``GET /api/approvals/history``, ``GET /api/approvals/grants``,
+  ``DELETE /api/approvals/grants/{id}``;
+* ``GET /api/events``: server-sent events: ``approvals`` (the inbox, at once and after
+  every change on any gateway sharing the store), ``turn_started``, ``turn_ended``
+  (:mod:`agentplug.api.events`);
+* ``GET /api/turns`` ``?session=&limit=``, ``GET /api/turns/{run_id}``: the latest turns
+  with their traces;
 * ``POST /api/sessions/{key}/messages`` ``{content, sender_id?, channel?}``: one turn
   through the gateway's runner (the inbound path of any channel); the ``TurnResult``;
-* ``GET /api/sessions`` (rows with ``plugin_extensions``), ``GET /api/sessions/{key}``,
-  ``PATCH /api/sessions/{key}/plugins/{plugin_id}``: a JSON merge patch
-  ``{"<extension>": <patch>}`` of that plugin's extensions (403 for another plugin's
-  extension, 404 for an unknown one, 413 past the size limits).
+  ``POST /api/sessions/{key}/messages/stream``: the same turn as server-sent events
+  (:mod:`agentplug.api.routes.chat`);
+* ``GET /api/sessions`` (rows with ``plugin_extensions`` and message counts),
+  ``GET /api/sessions/{key}``, ``GET /api/sessions/{key}/transcript``,
+  ``POST /api/sessions/{key}/reset``, ``PATCH /api/sessions/{key}/plugins/{plugin_id}``:
+  a JSON merge patch ``{"<extension>": <patch>}`` of that plugin's extensions (403 for
+  another plugin's extension, 404 for an unknown one, 413 past the size limits);
+* ``POST /api/ui/login`` ``{token}``, ``POST /api/ui/logout``, ``GET /api/ui/session``:
+  the control room's login cookie (:mod:`agentplug.api.logins`);
+* ``GET /ui/``: the control room, a page over these endpoints (:mod:`agentplug.api.page`).
 
 Every request must carry ``Authorization: Bearer <token>`` (WebSockets may pass
-``?token=`` instead, since browsers cannot set headers on them); the token is compared in
-constant time. Requests whose ``Host`` is not a loopback name are refused (DNS rebinding),
-and so are browser requests from a non-loopback ``Origin``.
+``?token=`` instead, since browsers cannot set headers on them) or the control room's
+login cookie, which is honoured only on requests from the page's own origin; the token is
+compared in constant time. Requests whose ``Host`` is not a loopback name are refused (DNS
+rebinding), and so are browser requests from a non-loopback ``Origin``.
 
 The terminal is the host's: every run goes through the host's
 :class:`~agentplug.actions.builtins.comms.runs.TerminalRuns`, shared with ``SHELL_COMMAND``
@@ -66,21 +81,25 @@ from starlette.routing import Route, WebSocketRoute
 
 from agentplug.actions.builtins.comms.runs import terminal_runs
 from agentplug.actions.terminal import TerminalService
+from agentplug.api.events import EventHub
 from agentplug.api.guard import Guard
+from agentplug.api.logins import Logins
+from agentplug.api.page import Page
 from agentplug.api.responses import error_response
 from agentplug.api.routes.approvals import ApprovalRoutes
 from agentplug.api.routes.base import MAX_BODY_BYTES as MAX_BODY_BYTES
+from agentplug.api.routes.chat import ChatRoutes
 from agentplug.api.routes.custom_actions import CUSTOM_ACTIONS_OWNER as CUSTOM_ACTIONS_OWNER
 from agentplug.api.routes.custom_actions import MAX_ACTIVE_CODE_TESTS as MAX_ACTIVE_CODE_TESTS
 from agentplug.api.routes.custom_actions import CustomActionRoutes
 from agentplug.api.routes.plugins import PluginRoutes
 from agentplug.api.routes.sessions import MAX_PATCH_BODY_BYTES as MAX_PATCH_BODY_BYTES
-from agentplug.api.routes.sessions import SessionRoutes
 from agentplug.api.routes.terminal import MAX_ACTIVE_RUNS as MAX_ACTIVE_RUNS
 from agentplug.api.routes.terminal import MAX_KEPT_RUNS as MAX_KEPT_RUNS
 from agentplug.api.routes.terminal import MAX_TIMEOUT_S as MAX_TIMEOUT_S
 from agentplug.api.routes.terminal import TERMINAL_SERVICE as TERMINAL_SERVICE
 from agentplug.api.routes.terminal import HostTerminal, TerminalRoutes
+from agentplug.api.routes.turns import TurnRoutes
 from agentplug.core.redaction import register_secret
 
 if TYPE_CHECKING:
@@ -91,7 +110,9 @@ __all__ = ["ControlApi", "HostTerminal", "create_app"]
 log = logging.getLogger("agentplug.api")
 
 
-class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoutes, SessionRoutes):
+class ControlApi(
+    TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoutes, ChatRoutes, TurnRoutes
+):
     """State and handlers of the control API for one gateway (``app.state.api``)."""
 
     def __init__(
@@ -115,6 +136,9 @@ class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoute
         self.terminal: TerminalService = self.terminal_runs.terminal
         self._plugin_manager = plugin_manager
         self._config_lock = asyncio.Lock()
+        self._chat_tasks = set()
+        self.events = EventHub(gateway)
+        """The live feed (``GET /api/events``)."""
 
     # -- health ------------------------------------------------------------------------
 
@@ -122,6 +146,12 @@ class ControlApi(TerminalRoutes, PluginRoutes, CustomActionRoutes, ApprovalRoute
         from agentplug import __version__
 
         return JSONResponse({"ok": True, "version": __version__})
+
+    async def aclose(self) -> None:
+        """End the event streams and streamed turns, then the terminal runs."""
+        await self.events.aclose()
+        await self.aclose_chats()
+        await super().aclose()
 
 
 # ---------------------------------------------------------------------------
@@ -174,6 +204,8 @@ def create_app(
         plugin_manager=plugin_manager,
     )
     api.approvals_by = approvals_by
+    logins = Logins(token)
+    page = Page()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -195,7 +227,12 @@ def create_app(
         Route("/api/custom-actions/{action_id}", api.actions_update, methods=["PUT"]),
         Route("/api/custom-actions/{action_id}", api.actions_delete, methods=["DELETE"]),
         Route("/api/custom-actions/{action_id}/test", api.actions_test, methods=["POST"]),
+        Route("/api/hooks", api.hooks_list, methods=["GET"]),
+        Route("/api/events", api.events.stream, methods=["GET"]),
+        Route("/api/turns", api.turns_list, methods=["GET"]),
+        Route("/api/turns/{run_id}", api.turns_get, methods=["GET"]),
         Route("/api/approvals", api.approvals_list, methods=["GET"]),
+        Route("/api/approvals/history", api.approvals_history, methods=["GET"]),
         Route("/api/approvals/grants", api.grants_list, methods=["GET"]),
         Route("/api/approvals/grants/{grant_id}", api.grants_revoke, methods=["DELETE"]),
         Route("/api/approvals/{approval_id}", api.approvals_resolve, methods=["POST"]),
@@ -206,17 +243,34 @@ def create_app(
             methods=["PATCH"],
         ),
         Route(
+            "/api/sessions/{session_key:path}/messages/stream",
+            api.sessions_stream_message,
+            methods=["POST"],
+        ),
+        Route(
             "/api/sessions/{session_key:path}/messages",
             api.sessions_post_message,
             methods=["POST"],
         ),
+        Route(
+            "/api/sessions/{session_key:path}/transcript",
+            api.sessions_transcript,
+            methods=["GET"],
+        ),
+        Route("/api/sessions/{session_key:path}/reset", api.sessions_reset, methods=["POST"]),
         Route("/api/sessions/{session_key:path}", api.sessions_get, methods=["GET"]),
+        Route("/api/ui/login", logins.login, methods=["POST"]),
+        Route("/api/ui/logout", logins.logout, methods=["POST"]),
+        Route("/api/ui/session", logins.whoami, methods=["GET"]),
+        Route("/ui", page.redirect, methods=["GET"]),
+        Route("/ui/", page.file, methods=["GET"]),
+        Route("/ui/{name}", page.file, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
         lifespan=lifespan,
     )
-    app.add_middleware(Guard, token=token)
+    app.add_middleware(Guard, token=token, logins=logins)
     app.state.api = api
     return app

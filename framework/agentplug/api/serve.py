@@ -15,7 +15,8 @@
    loads the installed plugins and the actions, and fires ``gateway_start``;
 3. reads the bearer token from ``--token-file``, or generates a random one and writes it to
    ``<state_dir>/api-token`` (mode 0600);
-4. serves with uvicorn until SIGTERM/SIGINT, which the
+4. serves with uvicorn (the API under ``/api/``, the control room page under ``/ui/``,
+   docs/ui.md) until SIGTERM/SIGINT, which the
    :class:`~agentplug.services.lifecycle.ShutdownFinalizer` turns into a bounded ``gateway_stop``
    before the server stops.
 
@@ -231,9 +232,13 @@ async def _serve(
     if server.started:
         where = f" (token in {token_path})" if token_path is not None else ""
         print(f"agentplug API listening on {socket_url(sock)}{where}", flush=True)
+        print(f"control room: {socket_url(sock)}/ui/", flush=True)
     try:
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        api = getattr(app.state, "api", None)
+        if api is not None:  # open event streams would hold the graceful shutdown
+            await api.events.aclose()
         server.should_exit = True
         with contextlib.suppress(Exception):
             await serving

@@ -17,11 +17,10 @@ from agentplug.cli.common import (
     one_line,
     verbose,
 )
-from agentplug.cli.reference import hook_summary
+from agentplug.core.catalogue import hook_summary, plugin_rows
 from agentplug.core.config import AgentplugConfig, load_config
 from agentplug.core.config_lookup import CONFIG_HELP, locate_config
 from agentplug.core.errors import ConfigError
-from agentplug.core.host import HookHost
 from agentplug.core.overruns import overrun_notes
 
 __all__ = ["add_catalogue_commands", "cmd_doctor", "cmd_hooks", "cmd_plugins", "plugin_rows"]
@@ -46,38 +45,6 @@ def cmd_hooks(args: argparse.Namespace) -> int:
         timeout = f"{r['default_timeout_ms']}ms" if r["default_timeout_ms"] else "-"
         print(f"{r['name']:<32} {r['kind']:<9} {timeout:>8} {r['failure']:<12} {gates}{dep}")
     return EXIT_OK
-
-
-def plugin_rows(host: HookHost) -> list[dict[str, Any]]:
-    """One row per registered or failed plugin, with its handlers' effective settings."""
-    rows = []
-    for record in host.plugins:
-        hooks = []
-        for hook in record.hooks + record.refused_hooks:
-            decl = host.declarations[hook]
-            target = (
-                decl.deprecation.alias_of
-                if decl.deprecation and decl.deprecation.alias_of
-                else hook
-            )
-            for h in host.plan(target):
-                if h.plugin_id == record.plugin_id and h.hook == hook:
-                    hooks.append(
-                        {
-                            "hook": hook,
-                            "priority": h.priority,
-                            "timeout_ms": None
-                            if h.timeout_s is None
-                            else round(h.timeout_s * 1000),
-                            "timeout_source": h.timeout_source,
-                            "gate": h.gate,
-                        }
-                    )
-        row = {**record.model_dump(mode="json", exclude={"hooks"}), "hooks": hooks}
-        row["warnings"] = row["warnings"] + overrun_notes(record.plugin_id)
-        rows.append(row)
-    rows += [r.model_dump(mode="json") for r in host.failed_plugins]
-    return rows
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from agentplug_hookspecs import HookDecl, HookModel
 from pydantic.fields import FieldInfo
 
+from agentplug.core.catalogue import hook_summary
+
 __all__ = [
     "deprecation_text",
     "doc_markdown",
@@ -19,30 +21,6 @@ __all__ = [
     "render_hook_reference",
     "type_text",
 ]
-
-
-def hook_summary(decl: HookDecl) -> dict[str, Any]:
-    """Machine-readable summary of one hook (``agentplug hooks --json``)."""
-    dep = decl.deprecation
-    return {
-        "name": decl.name,
-        "group": decl.group,
-        "kind": decl.kind.value,
-        "firstresult": decl.firstresult,
-        "default_timeout_ms": decl.default_timeout_ms,
-        "failure": decl.failure.value,
-        "conversation_gate": decl.conversation_gate,
-        "prompt_gate": decl.prompt_gate,
-        "deprecated": dep is not None,
-        "replacement": dep.replacement if dep else None,
-        "alias_of": dep.alias_of if dep else None,
-        "removed_in": dep.removed_in if dep else None,
-        "reduction": decl.reduction.describe(),
-        "event": decl.event.__name__,
-        "ctx": decl.ctx.__name__,
-        "result": decl.result.__name__ if decl.result else None,
-        "outcome": decl.outcome.__name__,
-    }
 
 
 def type_text(annotation: Any) -> str:

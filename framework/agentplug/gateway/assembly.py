@@ -13,7 +13,8 @@ PydanticAI / LangChain adapters. What :class:`Gateway` builds, in order:
    store whenever the store is durable, so any gateway or ``agentplug approvals
    resolve`` on the same store decides it), the reply dispatcher;
 4. the actions (built-ins, plugin actions, custom actions) and the plugin sources;
-5. the tool-call pipeline every tool call goes through, and the agent runner.
+5. the tool-call pipeline every tool call goes through, the log of the latest turns and
+   the agent runner.
 
 ``await gateway.start()`` loads the actions and fires ``gateway_start``;
 ``await gateway.stop()`` fires ``session_end`` for the sessions it ran and
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from agentplug.actions.runtime import AgentRuntime
     from agentplug.agent.providers.base import ModelProvider
     from agentplug.agent.runner import AgentRunner
+    from agentplug.agent.turnlog import TurnLog
     from agentplug.plugins.manager import PluginManager
     from agentplug.services.approvals.models import AnyResolver
     from agentplug.services.cron_cluster import ClusterCron
@@ -217,6 +219,7 @@ class Gateway:
         from agentplug.agent.config import agent_config
         from agentplug.agent.pipeline import ToolCallPipeline
         from agentplug.agent.runner import AgentRunner
+        from agentplug.agent.turnlog import TurnLog
         from agentplug.plugins.ejected import PluginSources
         from agentplug.services.approvals import ApprovalBroker
         from agentplug.services.lifecycle import CronService
@@ -264,6 +267,9 @@ class Gateway:
             self.host, self.policies, self.approvals, limits=agent_settings.limits
         )
         """The one tool-call path (validate, policies, hooks, approvals, run, persist)."""
+        self.turns: TurnLog = TurnLog()
+        """The latest turns of every runner of this gateway, with their traces (what the
+        control room's timeline shows)."""
         self.runner = AgentRunner(self, provider, config=agent_settings, channel=channel)
         """The agent runner (``agent`` settings of the config)."""
         self._runners: list[AgentRunner] = [self.runner]

@@ -1,7 +1,9 @@
 """Approvals and standing grants (:class:`ApprovalRoutes`).
 
-``GET /api/approvals``, ``POST /api/approvals/{id}``, ``GET /api/approvals/grants`` and
-``DELETE /api/approvals/grants/{id}``, resolved through the gateway's approval broker.
+``GET /api/approvals``, ``POST /api/approvals/{id}``, ``GET /api/approvals/history`` (the
+latest settled approvals, newest first, with who decided and when),
+``GET /api/approvals/grants`` and ``DELETE /api/approvals/grants/{id}``, resolved through
+the gateway's approval broker.
 With a shared broker (a durable store) the list and the decisions go through the state
 store: an approval pending on any gateway sharing it is listed and decided here.
 """
@@ -15,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from agentplug.api.responses import error_response, jsonable
 from agentplug.api.routes.base import ApiBase
 from agentplug.services.approvals import ApprovalBroker, ProgrammaticResolver, parse_decision
+from agentplug.services.approvals.feed import approvals_snapshot
 from agentplug.services.approvals.models import ResolveStatus
 from agentplug.services.approvals.shared import expire_pending, list_pending
 from agentplug.store import StateStoreUnavailable
@@ -64,6 +67,14 @@ class ApprovalRoutes(ApiBase):
             for p in resolver.pending
         ]
         return JSONResponse({"pending": pending})
+
+    async def approvals_history(self, request: Request) -> Response:
+        broker, _ = self._approvals()
+        try:
+            snapshot = approvals_snapshot(broker)
+        except StateStoreUnavailable as exc:
+            return error_response(503, f"cannot list settled approvals: {exc}")
+        return JSONResponse({"history": snapshot["history"]})
 
     async def approvals_resolve(self, request: Request) -> Response:
         approval_id = request.path_params["approval_id"]

@@ -1,5 +1,13 @@
-"""Plugins: ``GET /api/plugins`` (the loaded plugins: id, display name, description,
-distribution, hooks, load errors) and ``POST /api/plugins/install`` (:class:`PluginRoutes`)."""
+"""Plugins and hooks (:class:`PluginRoutes`).
+
+``GET /api/plugins``: the loaded plugins (id, display name, description, distribution,
+version, source, hooks) and the ones that failed to load (their error); each row's
+``handlers`` give every handler's effective priority, timeout, where that timeout came
+from (``default``, ``plugin``, ``config``...) and the gate that refused it, if any; its
+``warnings`` include handler overruns. ``GET /api/hooks``: the hook catalogue (each
+declared hook's group, kind, reduction, default timeout and failure policy, as
+``agentplug hooks --json``). ``POST /api/plugins/install``: the plugin manager's report.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 
 from agentplug.api.responses import error_response, jsonable
 from agentplug.api.routes.base import ApiBase
+from agentplug.core.catalogue import hook_summary, plugin_rows
 from agentplug.core.errors import AgentplugError
 
 
@@ -29,21 +38,32 @@ class PluginRoutes(ApiBase):
     async def plugins_list(self, request: Request) -> Response:
         """Every registered plugin, then every plugin that failed to load; the id is the
         stable key, ``name``/``description`` are for display (``null`` when not given)."""
-        rows = [
-            {
-                "plugin_id": record.plugin_id,
-                "name": record.name,
-                "description": record.description,
-                "bundled": record.bundled,
-                "distribution": record.distribution,
-                "version": record.version,
-                "hooks": list(record.hooks),
-                "refused_hooks": list(record.refused_hooks),
-                "error": record.error,
-            }
-            for record in [*self.host.plugins, *self.host.failed_plugins]
-        ]
+        registered = plugin_rows(self.host)[: len(self.host.plugins)]
+        detail = {row["plugin_id"]: row for row in registered}
+        rows = []
+        for record in [*self.host.plugins, *self.host.failed_plugins]:
+            found = detail.get(record.plugin_id, {})
+            rows.append(
+                {
+                    "plugin_id": record.plugin_id,
+                    "name": record.name,
+                    "description": record.description,
+                    "bundled": record.bundled,
+                    "distribution": record.distribution,
+                    "version": record.version,
+                    "source": record.source,
+                    "hooks": list(record.hooks),
+                    "refused_hooks": list(record.refused_hooks),
+                    "handlers": found.get("hooks", []) if not record.error else [],
+                    "warnings": found.get("warnings", list(record.warnings)),
+                    "error": record.error,
+                }
+            )
         return JSONResponse({"plugins": rows})
+
+    async def hooks_list(self, request: Request) -> Response:
+        """The hook catalogue (``agentplug hooks --json``)."""
+        return JSONResponse({"hooks": [hook_summary(d) for d in self.host.declarations.values()]})
 
     async def plugins_install(self, request: Request) -> Response:
         body = await self._body(request)

@@ -38,6 +38,7 @@ from agentplug.services.approvals.models import (
 )
 from agentplug.services.approvals.programmatic import ProgrammaticResolver
 from agentplug.services.approvals.shared import (
+    FEED_CHANNEL,
     channel_for,
     expire_pending,
     publish_pending,
@@ -292,6 +293,7 @@ class ApprovalBroker:
                 "at": time.time(),
             }
         )
+        self._feed_changed()  # after the history holds it
 
     async def _round_trip(self, pending: PendingApproval) -> ApprovalVerdict:
         request = pending.request
@@ -328,6 +330,7 @@ class ApprovalBroker:
             task = asyncio.ensure_future(ask(pending))
             waits.append(task)
         self._in_flight[aid] = (pending, cancel_signal)
+        self._feed_changed()
         if self._run_cancelled(pending):  # cancelled while the request was being published
             _cancel_signal(cancel_signal)
         try:
@@ -439,6 +442,16 @@ class ApprovalBroker:
             log.warning("could not record approval %s as %s in the store", approval_id, word)
             return mine
         return stands
+
+    def _feed_changed(self) -> None:
+        """Tell watchers of :data:`FEED_CHANNEL` that this broker's approvals changed (a
+        shared broker's store rows notify it themselves)."""
+        if self.shared:
+            return
+        try:
+            self.store.notify(FEED_CHANNEL)
+        except Exception as exc:  # a watcher missing one change must not fail the call
+            log.warning("could not notify the approvals feed (%s)", type(exc).__name__)
 
     def _publish(self, pending: PendingApproval) -> int:
         """Publish ``pending``; return its channel's version before. Timeouts of

@@ -15,8 +15,13 @@ broker records it at its deadline, any process may record it for a row past its
 however many gateways are up. A decision arriving after it is refused with
 ``approval X already timed out at ...; the tool call was blocked``.
 
-Decision rows are kept (they are what makes the refusal possible); ``expire_pending``
-also drops decision rows older than a day.
+Decision rows are kept (they are what makes the refusal possible), with the title, tool,
+plugin and severity of what was decided (a history to show); ``expire_pending`` also drops
+decision rows older than a day.
+
+**The feed.** Publishing a pending approval and recording a decision both notify
+:data:`FEED_CHANNEL`, so a watcher in any process sharing the store (the control room's
+live inbox) learns of every change without polling the rows.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from agentplug.store import StateStore
 __all__ = [
     "AUDIT_NAMESPACE",
     "DECISIONS_NAMESPACE",
+    "FEED_CHANNEL",
     "PENDING_NAMESPACE",
     "channel_for",
     "expire_pending",
@@ -53,6 +59,9 @@ DECISIONS_NAMESPACE = "approvals.decisions"
 """State-store namespace of recorded decisions (``put_if_absent``: the first one wins)."""
 AUDIT_NAMESPACE = "approvals"
 """Namespace of the ``audit`` queue: one entry per recorded decision."""
+FEED_CHANNEL = "approvals.feed"
+"""Change channel notified whenever an approval is published or decided (any approval)."""
+_SHOWN_FIELDS = ("title", "tool_name", "plugin_id", "severity", "run_id")
 _KEEP_DECISIONS_S = 86_400.0
 
 
@@ -70,7 +79,9 @@ def publish_pending(store: StateStore, pending: PendingApproval, *, gateway: str
         "expires_at": pending.created_at + pending.timeout_s,
         "gateway": gateway,
     }
-    store.put(PENDING_NAMESPACE, pending.id, row)
+    with store.atomic():
+        store.put(PENDING_NAMESPACE, pending.id, row)
+        store.notify(FEED_CHANNEL)
 
 
 def list_pending(store: StateStore) -> list[dict[str, Any]]:
@@ -111,16 +122,17 @@ def record_decision(
     if gateway is not None and gateway != by:
         decision["gateway"] = gateway
     with store.atomic(channel_for(approval_id)):
+        row = store.get(PENDING_NAMESPACE, approval_id)
+        if isinstance(row, Mapping):  # what was decided, for a history to show
+            decision.update({name: row.get(name) for name in _SHOWN_FIELDS})
         if not store.put_if_absent(DECISIONS_NAMESPACE, approval_id, decision):
             existing = stored_decision(store, approval_id)
             return False, existing if existing is not None else decision
-        row = store.get(PENDING_NAMESPACE, approval_id)
         store.delete(PENDING_NAMESPACE, approval_id)
         audit = dict(decision)
-        if isinstance(row, Mapping):
-            audit.update(title=row.get("title"), tool_name=row.get("tool_name"))
         store.append(AUDIT_NAMESPACE, "audit", audit)
         store.notify(channel_for(approval_id))
+        store.notify(FEED_CHANNEL)
     return True, decision
 
 

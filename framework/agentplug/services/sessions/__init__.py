@@ -18,7 +18,8 @@
   processes sharing one store (see :mod:`agentplug.services.sessions.injections`).
 - ``api.session.on_cleanup(callback)`` receives ``reset``, ``delete``, ``disable`` or
   ``restart``. On reset/delete/disable the host deletes the plugin's session state and
-  pending injections; on restart it keeps them.
+  pending injections; on restart it keeps them. :func:`reset_session` resets one
+  session for any entrance (``before_reset``, the cleanup, the transcript forgotten).
 
 Everything lives in the gateway's store: with the SQLite store it survives restarts.
 
@@ -40,6 +41,7 @@ from agentplug.services.sessions.patching import (
     patch_plugin_extensions,
     session_keys,
 )
+from agentplug.services.sessions.reset import ResetReport, reset_session
 from agentplug.services.sessions.services import SessionServices
 from agentplug.services.sessions.state import (
     CLEANUP_REASONS,
@@ -70,6 +72,7 @@ __all__ = [
     "InjectionClaim",
     "InjectionQueueFull",
     "InjectionReceipt",
+    "ResetReport",
     "SessionApi",
     "SessionExtension",
     "SessionServices",
@@ -77,5 +80,6 @@ __all__ = [
     "UnknownExtensionError",
     "json_merge_patch",
     "patch_plugin_extensions",
+    "reset_session",
     "session_keys",
 ]
