@@ -14,7 +14,11 @@ is not run again: delivery is at most once per tick.
 :class:`ClusterCron` runs jobs on that lease: ``add_job(job_id, every_ms, fn)``, then
 ``await cron.run()`` until :meth:`ClusterCron.stop`. It dispatches ``cron_changed``
 (``started`` / ``finished``) around each run and ``cron_reconciled`` whenever the leader
-it sees changes, with ``ctx.leader`` / ``ctx.is_leader`` naming it.
+it sees changes, with ``ctx.leader`` / ``ctx.is_leader`` naming it. Adding a job
+dispatches ``cron_changed`` ``added`` (``updated`` when the id was there), removing one
+``removed`` with its last snapshot, and a run that moves a job's next run time
+``scheduled`` with the new ``next_run_at_ms`` (all post-commit: after the scheduler
+holds the change).
 
 Ticks come from wall-clock time (``time.time()``), so the gateways' clocks must agree to
 well within ``lease_ms`` and a job's interval (NTP).
@@ -27,9 +31,10 @@ import contextlib
 import inspect
 import logging
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentplug_hookspecs.lifecycle import CronJob, CronJobState
 
@@ -92,6 +97,8 @@ class CronRun:
     error: str | None = None
     """``<ExceptionType>: <message>`` when the job raised."""
 
+
+ChangeReason = Literal["added", "updated", "removed", "started", "finished", "scheduled"]
 
 JobFn = Callable[[CronTick], Any]
 """A job: ``fn(tick)``, sync (run in a worker thread) or async."""
@@ -156,6 +163,8 @@ class ClusterCron:
         self._store_down = False
         self._stopping = asyncio.Event()
         self._runs = AbortController()
+        self._changes: deque[tuple[CronJob, ChangeReason]] = deque()
+        self._flushing = asyncio.Lock()
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -188,7 +197,7 @@ class ClusterCron:
             raise ValueError("job ids may not contain ':'")
         if catch_up_ms is None:
             catch_up_ms = min(every_ms, self.lease.lease_ms)
-        self._jobs[job_id] = _Job(
+        job = _Job(
             id=job_id,
             every_ms=every_ms,
             fn=fn,
@@ -196,12 +205,43 @@ class ClusterCron:
             end_ms=end_ms,
             catch_up_ms=max(0, catch_up_ms),
         )
-        return self.scheduler.put(CronJob(id=job_id, schedule=f"every {every_ms} ms"))
+        reason: ChangeReason = "updated" if job_id in self._jobs else "added"
+        self._jobs[job_id] = job
+        state = CronJobState(next_run_at_ms=_next_run_ms(job, wall_ms()))
+        snapshot = self.scheduler.put(
+            CronJob(id=job_id, schedule=f"every {every_ms} ms", state=state)
+        )
+        self._announce(snapshot, reason)
+        return snapshot
 
     def remove_job(self, job_id: str) -> CronJob | None:
         """Stop scheduling a job (a run in progress finishes); return its last snapshot."""
         self._jobs.pop(job_id, None)
-        return self.scheduler.remove(job_id)
+        snapshot = self.scheduler.remove(job_id)
+        if snapshot is not None:
+            self._announce(snapshot, "removed")
+        return snapshot
+
+    def _announce(self, snapshot: CronJob, reason: ChangeReason) -> None:
+        """Queue ``cron_changed`` for a change the scheduler now holds; dispatched at once
+        when a loop runs, else by the next :meth:`poll` (or :meth:`flush_changes`)."""
+        self._changes.append((snapshot, reason))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.host.tracker.track(loop.create_task(self.flush_changes()), "cron:cron_changed")
+
+    async def flush_changes(self) -> int:
+        """Dispatch the queued ``added`` / ``updated`` / ``removed`` changes, in the order
+        they happened; return how many."""
+        sent = 0
+        async with self._flushing:
+            while self._changes:
+                snapshot, reason = self._changes.popleft()
+                await self._dispatch_change(snapshot, reason)
+                sent += 1
+        return sent
 
     def runs(self, job_id: str) -> list[CronRun]:
         """The runs of a job on this gateway, oldest first."""
@@ -227,6 +267,7 @@ class ClusterCron:
         order); :meth:`run` does not wait for them, so the lease keeps being renewed
         while a job runs.
         """
+        await self.flush_changes()
         leading = await self._acquire()
         if leading:
             state: tuple[str | None, bool] = (self.node_id, True)
@@ -380,20 +421,24 @@ class ClusterCron:
         del job.runs[:-100]  # the last 100 are enough to look at
         return run
 
-    async def _changed(self, job: _Job, reason: Any, status: str | None, error: str | None) -> None:
+    async def _changed(
+        self, job: _Job, reason: ChangeReason, status: str | None, error: str | None
+    ) -> None:
         snapshot = self.scheduler.get(job.id)
         if snapshot is None:
             return
-        now = wall_ms()
-        since = max(0, now - job.start_ms)
-        next_ms: int | None = job.start_ms + (since // job.every_ms + 1) * job.every_ms
-        if job.end_ms is not None and next_ms is not None and next_ms >= job.end_ms:
-            next_ms = None
+        before = snapshot.state.next_run_at_ms
+        next_ms = _next_run_ms(job, wall_ms())
         update: dict[str, Any] = {"next_run_at_ms": next_ms}
         if status is not None:
             update |= {"last_run_status": status, "last_error": error}
         state = CronJobState.model_validate(snapshot.state.model_dump() | update)
         snapshot = self.scheduler.put(snapshot.model_copy(update={"state": state}))
+        await self._dispatch_change(snapshot, reason)
+        if next_ms != before:  # the committed next run moved: a hint to re-read it
+            await self._dispatch_change(snapshot, "scheduled")
+
+    async def _dispatch_change(self, snapshot: CronJob, reason: ChangeReason) -> None:
         try:
             await self.cron.changed(snapshot, reason)
         except Exception as exc:  # an observe hook never stops the scheduler
@@ -406,6 +451,16 @@ class ClusterCron:
         keep = span // job.every_ms + 2
         with contextlib.suppress(Exception):  # the next sweep removes them
             await asyncio.to_thread(self.lease.prune, job.id, tick - keep)
+
+
+def _next_run_ms(job: _Job, now: int) -> int | None:
+    """When ``job`` runs next after ``now`` (``None``: past its ``end_ms``)."""
+    if now < job.start_ms:
+        return job.start_ms
+    next_ms = job.start_ms + ((now - job.start_ms) // job.every_ms + 1) * job.every_ms
+    if job.end_ms is not None and next_ms >= job.end_ms:
+        return None
+    return next_ms
 
 
 async def _await(value: Awaitable[Any]) -> Any:
