@@ -82,6 +82,7 @@ def _telemetry(turn: Turn, call_id: str, transport: str) -> dict[str, Any]:
         "transport": transport,
         "context_token_budget": turn.ctx.context_token_budget,
         "context_window_source": turn.ctx.context_window_source,
+        "context_window_reference_tokens": turn.ctx.context_window_reference_tokens,
     }
 
 

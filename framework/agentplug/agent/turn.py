@@ -28,6 +28,7 @@ from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
 if TYPE_CHECKING:
     from agentplug.actions.runtime import AgentRuntime
+    from agentplug.agent.subagents import Spawn
     from agentplug.core.host import HookHost
     from agentplug.services.policies import TrustedToolPolicies
     from agentplug.services.sessions import SessionServices
@@ -107,6 +108,7 @@ class TurnRunner(Protocol):
     """What the phase modules use of the runner (:class:`~agentplug.agent.AgentRunner`)."""
 
     host: Any
+    agent_id: str
     config: AgentConfig
     tools: ToolRegistry
     tool_policy: ToolPolicy
@@ -182,6 +184,14 @@ class Turn:
     steps: int = 0
     finalize: FinalizeRetryTracker = field(default_factory=FinalizeRetryTracker)
     started: float = field(default_factory=time.perf_counter)
+    loaded: bool = False
+    """Whether the session was loaded (it is, after ``before_model_resolve``); a turn
+    that stops before never saves over the stored session."""
+    media: list[dict[str, Any]] = field(default_factory=list)
+    """Attachments the turn's tool calls returned (generated media, files): delivered
+    in the reply payload's ``media``."""
+    spawn: Spawn | None = None
+    """Set on a sub-agent's turn: who spawned it and how deep it is."""
 
     @property
     def host(self) -> Any:
