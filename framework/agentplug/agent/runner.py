@@ -490,9 +490,11 @@ class AgentRunner:
                     turn.tool_ctx,
                 )
             return
-        write_message(
+        written = write_message(
             self.host, turn.session, {"role": "user", "content": turn.user_prompt}, turn.tool_ctx
         )
+        if written is not None:
+            turn.user_index = len(turn.session.messages) - 1
         await model_loop(turn)
 
 

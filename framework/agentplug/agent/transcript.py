@@ -41,6 +41,11 @@ class SessionRecord:
     messages: list[dict[str, Any]] = field(default_factory=list)
     summary: str | None = None
     """The latest compaction summary (also the first message after a compaction)."""
+    context_tokens: int | None = None
+    """The provider's token count of the first :attr:`context_messages` messages, as of
+    the last model call (``None``: unknown; compaction then estimates)."""
+    context_messages: int | None = None
+    """How many messages :attr:`context_tokens` counts."""
 
 
 @runtime_checkable
@@ -73,6 +78,8 @@ class StateStoreTranscripts:
             session_id=str(raw.get("session_id") or uuid.uuid4().hex[:16]),
             messages=[dict(m) for m in raw.get("messages") or [] if isinstance(m, Mapping)],
             summary=raw.get("summary"),
+            context_tokens=_count(raw.get("context_tokens")),
+            context_messages=_count(raw.get("context_messages")),
         )
 
     def save(self, record: SessionRecord) -> None:
@@ -84,8 +91,15 @@ class StateStoreTranscripts:
                 "session_id": record.session_id,
                 "messages": thaw(record.messages),
                 "summary": record.summary,
+                "context_tokens": record.context_tokens,
+                "context_messages": record.context_messages,
             },
         )
+
+
+def _count(value: Any) -> int | None:
+    """A stored count, or ``None`` when it is missing or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def write_message(

@@ -192,6 +192,8 @@ class Turn:
     in the reply payload's ``media``."""
     spawn: Spawn | None = None
     """Set on a sub-agent's turn: who spawned it and how deep it is."""
+    user_index: int | None = None
+    """Where this turn's user message is in the transcript (compaction keeps it)."""
 
     @property
     def host(self) -> Any:
