@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from agentplug_hookspecs.common import MessageContext
 
-from agentplug.agent import compaction, prompt
+from agentplug.agent import compaction, prompt, sessions
 from agentplug.agent.config import AgentConfig, agent_config
 from agentplug.agent.mcp import McpToolSource, connect_servers
 from agentplug.agent.model_loop import model_loop
@@ -49,6 +49,7 @@ from agentplug.agent.toolrun import reply_media
 from agentplug.agent.tools import ToolError, ToolRegistry
 from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
 from agentplug.agent.transcript import (
+    SessionRecord,
     StateStoreTranscripts,
     TranscriptStore,
     answer_open_calls,
@@ -375,6 +376,17 @@ class AgentRunner:
                 return await self._run(turn)
         finally:
             unbind_trace(token)
+
+    async def reset_session(self, session_key: str, *, source: str = "api") -> SessionRecord:
+        """Start a session over: ``before_reset``, ``session_end`` (``reset``), the plugins'
+        cleanup, a fresh transcript, ``session_start`` (``reset``); see
+        :mod:`agentplug.agent.sessions`. :class:`~agentplug.agent.sessions.UnknownSession`
+        when there is no such session."""
+        return await sessions.reset_session(self, session_key, source=source)
+
+    def list_sessions(self) -> list[sessions.SessionSummary]:
+        """The sessions of this runner's transcripts, the most recently saved first."""
+        return sessions.list_sessions(self)
 
     def session_lock(self, session_key: str) -> asyncio.Lock:
         """The lock turns of ``session_key`` hold (one turn of a session at a time)."""

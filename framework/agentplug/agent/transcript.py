@@ -10,6 +10,7 @@ default, :class:`StateStoreTranscripts`, keeps them in the host's state store
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,8 @@ class SessionRecord:
     the last model call (``None``: unknown; compaction then estimates)."""
     context_messages: int | None = None
     """How many messages :attr:`context_tokens` counts."""
+    updated_at_ms: int | None = None
+    """When it was last saved (epoch milliseconds; set by the store's save)."""
 
 
 @runtime_checkable
@@ -70,20 +73,20 @@ class StateStoreTranscripts:
 
     def load(self, session_key: str) -> SessionRecord | None:
         """The stored session, or ``None``."""
-        raw = self.store.get(self.namespace, session_key)
-        if not isinstance(raw, Mapping):
-            return None
-        return SessionRecord(
-            session_key=session_key,
-            session_id=str(raw.get("session_id") or uuid.uuid4().hex[:16]),
-            messages=[dict(m) for m in raw.get("messages") or [] if isinstance(m, Mapping)],
-            summary=raw.get("summary"),
-            context_tokens=_count(raw.get("context_tokens")),
-            context_messages=_count(raw.get("context_messages")),
-        )
+        return _record(session_key, self.store.get(self.namespace, session_key))
+
+    def keys(self) -> list[str]:
+        """The keys of every stored session."""
+        return [key for key, _ in self.store.items(self.namespace)]
+
+    def records(self) -> list[SessionRecord]:
+        """Every stored session."""
+        found = (_record(key, raw) for key, raw in self.store.items(self.namespace))
+        return [record for record in found if record is not None]
 
     def save(self, record: SessionRecord) -> None:
-        """Store the session (messages as plain JSON)."""
+        """Store the session (messages as plain JSON), stamped with the time."""
+        record.updated_at_ms = int(time.time() * 1000)
         self.store.put(
             self.namespace,
             record.session_key,
@@ -93,8 +96,23 @@ class StateStoreTranscripts:
                 "summary": record.summary,
                 "context_tokens": record.context_tokens,
                 "context_messages": record.context_messages,
+                "updated_at_ms": record.updated_at_ms,
             },
         )
+
+
+def _record(session_key: str, raw: Any) -> SessionRecord | None:
+    if not isinstance(raw, Mapping):
+        return None
+    return SessionRecord(
+        session_key=session_key,
+        session_id=str(raw.get("session_id") or uuid.uuid4().hex[:16]),
+        messages=[dict(m) for m in raw.get("messages") or [] if isinstance(m, Mapping)],
+        summary=raw.get("summary"),
+        context_tokens=_count(raw.get("context_tokens")),
+        context_messages=_count(raw.get("context_messages")),
+        updated_at_ms=_count(raw.get("updated_at_ms")),
+    )
 
 
 def _count(value: Any) -> int | None:
