@@ -19,7 +19,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "agent-runtime.md"
 EXAMPLE = re.compile(
     r"<!-- runnable: ([\w-]+) -->\n```python\n(.*?)```(?:\s*```text\n(.*?)```)?", re.DOTALL
 )
-REQUIRED = {"sessions"}
+REQUIRED = {"sessions", "subagents"}
 """Examples this page must keep (others may be added next to them)."""
 
 

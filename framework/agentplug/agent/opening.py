@@ -25,7 +25,7 @@ from agentplug.agent.turn import InboundMessage, Turn, TurnRunner
 from agentplug.services.signals import AbortSignal
 
 if TYPE_CHECKING:
-    from agentplug.agent.subagents import Spawn
+    from agentplug.agent.spawn import Spawn
 
 __all__ = ["ContextWindow", "channel_id", "context_window", "load_session", "new_turn"]
 

@@ -44,9 +44,10 @@ from agentplug.agent.opening import load_session, new_turn
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
-from agentplug.agent.subagents import Spawn
+from agentplug.agent.spawn import Spawn
+from agentplug.agent.subagents import Subagents
 from agentplug.agent.toolrun import reply_media
-from agentplug.agent.tools import ToolError, ToolRegistry
+from agentplug.agent.tools import Tool, ToolError, ToolRegistry
 from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
 from agentplug.agent.transcript import (
     SessionRecord,
@@ -62,6 +63,8 @@ from agentplug.agent.turn import (
     TurnCancelled,
     TurnFailed,
     TurnResult,
+    bind_turn,
+    unbind_turn,
 )
 from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.approvals import ApprovalBroker
@@ -139,6 +142,8 @@ class AgentRunner:
     ) -> None:
         parts = _parts(gateway)
         host = parts.host
+        self.gateway = parts
+        """The gateway this runner works on (its sub-agents' runners come from it)."""
         self.host = host
         self.actions = parts.actions
         """The gateway's actions (offered as tools as ``agent.tools`` allows)."""
@@ -176,6 +181,9 @@ class AgentRunner:
         self._sync: SyncAgentRunner | None = None
         self._mcp: list[McpToolSource] | None = None if self.config.tools.mcp_servers else []
         install_tap(host)
+        self.subagents = Subagents(self)
+        """The sub-agents this runner's model may call (``agent.subagents``, and
+        :meth:`add_subagent`)."""
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -252,8 +260,25 @@ class AgentRunner:
             self._mcp = sources
         return self._mcp
 
+    def add_subagent(
+        self,
+        name: str,
+        description: str,
+        runner: AgentRunner,
+        *,
+        background: bool = False,
+        timeout_s: float | None = None,
+    ) -> Tool:
+        """Offer ``runner`` (``gateway.runner_for(..., agent_id=name)``) to this runner's
+        model as the sub-agent tool ``name`` (see :mod:`agentplug.agent.subagents`)."""
+        return self.subagents.add(
+            name, description, runner, background=background, timeout_s=timeout_s
+        )
+
     async def aclose(self) -> None:
-        """Disconnect the MCP servers (stops stdio subprocesses)."""
+        """Cancel background sub-agents; disconnect the MCP servers (stops stdio
+        subprocesses)."""
+        await self.subagents.aclose()
         sources, self._mcp = self._mcp or [], None if self.config.tools.mcp_servers else []
         for source in sources:
             await source.aclose()
@@ -401,6 +426,7 @@ class AgentRunner:
         started = time.perf_counter()
         cancel_approvals = turn.signal.add_callback(lambda _s: self.broker.cancel_run(turn.run_id))
         delivery = None
+        current = bind_turn(turn)  # the tools it calls (sub-agents) see their turn
         try:
             await self._ensure_tools()
             await prompt.resolve_model(turn)  # before the session is loaded (HOOKS.md)
@@ -429,6 +455,7 @@ class AgentRunner:
             log.exception("agent turn %s failed", turn.run_id)
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
+            unbind_turn(current)
             cancel_approvals()
             self.broker.end_run(turn.run_id)
             answer_open_calls(turn.session.messages, _unfinished(turn))
@@ -478,6 +505,7 @@ class AgentRunner:
             model=turn.model,
             transcript=scrub_data(list(turn.session.messages)),
             trace=scrub_data(turn.trace.to_json()),
+            subagents=turn.subagent_runs,
         )
 
     async def _phases(self, turn: Turn) -> None:

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from agentplug.agent.action_tools import ToolPolicy
 from agentplug.agent.config import AgentConfig
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers.base import ModelProvider
+from agentplug.agent.spawn import Spawn, SubagentRun
 from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord
@@ -28,8 +30,8 @@ from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
 if TYPE_CHECKING:
     from agentplug.actions.runtime import AgentRuntime
-    from agentplug.agent.subagents import Spawn
     from agentplug.core.host import HookHost
+    from agentplug.services.approvals import ApprovalBroker
     from agentplug.services.policies import TrustedToolPolicies
     from agentplug.services.sessions import SessionServices
     from agentplug.store import StateStore
@@ -43,6 +45,9 @@ __all__ = [
     "TurnResult",
     "TurnRunner",
     "TurnStatus",
+    "bind_turn",
+    "current_turn",
+    "unbind_turn",
 ]
 
 TurnStatus = Literal[
@@ -97,11 +102,18 @@ class TurnResult(BaseModel):
     model: str | None = None
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     trace: list[dict[str, Any]] = Field(default_factory=list)
+    subagents: list[SubagentRun] = Field(default_factory=list)
+    """The sub-agents the turn spawned, in order (each with its own spawns)."""
 
     @property
     def hooks(self) -> list[str]:
         """Hook names in the order they were dispatched."""
         return [e["name"] for e in self.trace if e.get("kind") == "hook"]
+
+    @property
+    def total_steps(self) -> int:
+        """Model calls of the turn and of every sub-agent it spawned (at any depth)."""
+        return self.steps + sum(run.total_steps for run in self.subagents)
 
 
 class TurnRunner(Protocol):
@@ -146,6 +158,13 @@ class RunnerParts(Protocol):
 
     @property
     def tool_calls(self) -> ToolCallPipeline: ...
+
+    @property
+    def approvals(self) -> ApprovalBroker: ...
+
+    def runner_for(self, provider: ModelProvider | None = None, **options: Any) -> Any:
+        """Another runner on these parts (a sub-agent's)."""
+        ...
 
 
 class TurnFailed(Exception):
@@ -194,6 +213,8 @@ class Turn:
     """Set on a sub-agent's turn: who spawned it and how deep it is."""
     user_index: int | None = None
     """Where this turn's user message is in the transcript (compaction keeps it)."""
+    subagent_runs: list[SubagentRun] = field(default_factory=list)
+    """The sub-agents this turn spawned (rolled up into its result)."""
 
     @property
     def host(self) -> Any:
@@ -204,3 +225,23 @@ class Turn:
         """Raise :class:`TurnCancelled` when the abort signal fired."""
         if self.signal.aborted:
             raise TurnCancelled(str(self.signal.reason or "cancelled"))
+
+
+_CURRENT: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
+    "agentplug_current_turn", default=None
+)
+
+
+def current_turn() -> Turn | None:
+    """The turn running in this task (a tool the model calls sees the turn that called it)."""
+    return _CURRENT.get()
+
+
+def bind_turn(turn: Turn) -> contextvars.Token[Turn | None]:
+    """Make ``turn`` the current turn (the runner does this for each turn)."""
+    return _CURRENT.set(turn)
+
+
+def unbind_turn(token: contextvars.Token[Turn | None]) -> None:
+    """Undo :func:`bind_turn`."""
+    _CURRENT.reset(token)
