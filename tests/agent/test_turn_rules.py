@@ -84,6 +84,15 @@ def test_a_before_dispatch_claim_skips_reply_dispatch() -> None:
     assert recorder.order == []
 
 
+def test_dispatch_hooks_no_plugin_implements_are_not_dispatched() -> None:
+    sent: list[dict[str, Any]] = []
+    runner, _ = make_runner(["Hi."], channel=sent.append)
+    result = run(runner.run_turn("hello", session_key="s1"))
+    assert "before_dispatch" not in result.hooks and "reply_dispatch" not in result.hooks
+    assert sent[0]["text"] == "Hi." and result.delivery is not None
+    assert result.delivery.dispatched_by is None
+
+
 def test_dispatch_hooks_never_see_runtime_trust_markers() -> None:
     seen: list[Any] = []
     gateway = Gateway()

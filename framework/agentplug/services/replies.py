@@ -195,7 +195,14 @@ class ReplyDispatcher:
         self, payload: dict[str, Any], ctx: Any, channel_name: str | None, to: str | None
     ) -> tuple[dict[str, Any], str | None]:
         """``before_dispatch`` then ``reply_dispatch``: the payload with the text they
-        rewrote, and the plugin that took the dispatch (``None``: the channel sends it)."""
+        rewrote, and the plugin that took the dispatch (``None``: the channel sends it).
+
+        Hooks no plugin implements are not dispatched (nothing could observe them, and a
+        reply is on the hot path of every turn)."""
+        host = self.host
+        before_handlers, final_handlers = host.plan("before_dispatch"), host.plan("reply_dispatch")
+        if not before_handlers and not final_handlers:
+            return payload, None
         event = {
             "content": str(payload.get("text") or ""),
             "to": to,
@@ -203,15 +210,21 @@ class ReplyDispatcher:
             "thread_id": getattr(ctx, "thread_id", None),
             "payload": strip_trust_markers(payload),
         }
-        before = (await self.host.hooks.before_dispatch(event, ctx)).outcome
-        if before.content is not None and before.content != event["content"]:
-            payload = {**payload, "text": before.content}
-            event = {**event, "content": before.content, "payload": strip_trust_markers(payload)}
-        if before.handled:
-            return payload, before.plugin_id or "before_dispatch"
-        final = (await self.host.hooks.reply_dispatch(event, ctx)).outcome
-        if final.handled:
-            return payload, final.plugin_id or "reply_dispatch"
+        if before_handlers:
+            before = (await host.hooks.before_dispatch(event, ctx)).outcome
+            if before.content is not None and before.content != event["content"]:
+                payload = {**payload, "text": before.content}
+                event = {
+                    **event,
+                    "content": before.content,
+                    "payload": strip_trust_markers(payload),
+                }
+            if before.handled:
+                return payload, before.plugin_id or "before_dispatch"
+        if final_handlers:
+            final = (await host.hooks.reply_dispatch(event, ctx)).outcome
+            if final.handled:
+                return payload, final.plugin_id or "reply_dispatch"
         return payload, None
 
     async def _send(
