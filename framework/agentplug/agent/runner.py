@@ -569,3 +569,7 @@ class SyncAgentRunner:
     def run_turn(self, prompt_text: str, **kwargs: Any) -> TurnResult:
         """Blocking :meth:`AgentRunner.run_turn`."""
         return self._run(self.runner.run_turn(prompt_text, **kwargs))
+
+    def reset_session(self, session_key: str, **kwargs: Any) -> SessionRecord:
+        """Blocking :meth:`AgentRunner.reset_session`."""
+        return self._run(self.runner.reset_session(session_key, **kwargs))
