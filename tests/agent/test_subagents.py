@@ -224,6 +224,27 @@ def test_a_runner_that_calls_itself_stops_at_the_depth_limit() -> None:
     assert result.subagents[0].subagents[0].subagents == []
 
 
+def test_a_turn_starts_at_most_max_subagents_per_turn() -> None:
+    recorder = Recorder(("subagent_spawned",))
+    three = {
+        "text": "",
+        "tool_calls": [
+            {"id": f"c{i}", "name": "researcher", "arguments": {"task": f"part {i}"}}
+            for i in range(3)
+        ],
+    }
+    runner, _ = make_runner(
+        [three, "one", "two", "done"],
+        recorder=recorder,
+        agent={"max_subagents_per_turn": 2, **_subagents(researcher=RESEARCHER)},
+    )
+    result = run(runner.run_turn("go", session_key="s1"))
+    assert len(recorder.events("subagent_spawned")) == 2
+    answers = [m["content"] for m in result.transcript if m["role"] == "tool"]
+    assert answers[:2] == ["one", "two"]
+    assert "already started 2 sub-agents (agent.max_subagents_per_turn)" in answers[2]
+
+
 def test_max_subagent_depth_zero_offers_no_subagent() -> None:
     runner, provider = make_runner(
         ["plain"], agent={"max_subagent_depth": 0, **_subagents(researcher=RESEARCHER)}

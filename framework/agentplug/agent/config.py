@@ -24,6 +24,7 @@ agent:
     openai: {base_url: http://127.0.0.1:11434/v1, api_key_env: OPENAI_API_KEY}
     scripted: {responses: ["Hello!"], file: replies.json}
   max_subagent_depth: 2          # how deep sub-agents may call sub-agents
+  max_subagents_per_turn: 8      # sub-agents one turn may start
   subagents:                     # other agents this one may call as tools
     researcher:
       description: Finds facts and reports them with sources.
@@ -137,6 +138,9 @@ class AgentConfig(_Strict):
     max_subagent_depth: int = Field(default=2, ge=0, le=8)
     """How deep sub-agents may nest: 1 lets this agent call its sub-agents but not theirs;
     0 turns sub-agents off."""
+    max_subagents_per_turn: int = Field(default=8, ge=1, le=1_000)
+    """Sub-agents one turn may start (a model asking for more reads a refusal): each is a
+    whole turn of model calls, so a model must not be able to fan out without bound."""
     subagents: dict[str, SubagentConfig] = Field(default_factory=dict)
     """Other agents this one may call as tools, by id (see :class:`SubagentConfig`)."""
 

@@ -267,6 +267,15 @@ class Subagents:
             return ToolOutput(f"unknown parameter(s): {', '.join(unknown)}", is_error=True)
         parent = self.runner
         turn = current_turn()
+        if turn is not None:  # counted before any await: parallel calls cannot overshoot
+            limit = parent.config.max_subagents_per_turn
+            if turn.subagents_started >= limit:
+                return ToolOutput(
+                    f"sub-agent {entry.name!r} not started: this turn already started "
+                    f"{limit} sub-agents (agent.max_subagents_per_turn)",
+                    is_error=True,
+                )
+            turn.subagents_started += 1
         child = self.runner_for(entry.name)
         child_key = f"agent:{entry.name}:subagent:{uuid.uuid4().hex[:12]}"
         spawn = Spawn(

@@ -215,6 +215,8 @@ class Turn:
     """Where this turn's user message is in the transcript (compaction keeps it)."""
     subagent_runs: list[SubagentRun] = field(default_factory=list)
     """The sub-agents this turn spawned (rolled up into its result)."""
+    subagents_started: int = 0
+    """Spawns this turn began (``agent.max_subagents_per_turn`` bounds it)."""
 
     @property
     def host(self) -> Any:
