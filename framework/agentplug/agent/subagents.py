@@ -437,7 +437,6 @@ class Subagents:
         job.task = asyncio.get_running_loop().create_task(
             background(), context=contextvars.Context()
         )
-        parent.host.tracker.track(job.task, f"subagent:{entry.name}")
         run = SubagentRun(
             agent_id=entry.name, session_key=child_key, status="started", background=True
         )

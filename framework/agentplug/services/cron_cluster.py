@@ -165,6 +165,7 @@ class ClusterCron:
         self._runs = AbortController()
         self._changes: deque[tuple[CronJob, ChangeReason]] = deque()
         self._flushing = asyncio.Lock()
+        self._flushes: set[asyncio.Task[int]] = set()
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -230,7 +231,9 @@ class ClusterCron:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self.host.tracker.track(loop.create_task(self.flush_changes()), "cron:cron_changed")
+        task = loop.create_task(self.flush_changes())
+        self._flushes.add(task)  # referenced until it ends
+        task.add_done_callback(self._flushes.discard)
 
     async def flush_changes(self) -> int:
         """Dispatch the queued ``added`` / ``updated`` / ``removed`` changes, in the order
