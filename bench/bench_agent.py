@@ -9,6 +9,11 @@ pipeline and observation hooks). Both are measured in the same process, interlea
 the median of many turns; the table reports the absolute added time per turn and the
 ratio. Target: at most 1 ms added per turn.
 
+The sub-agent turn (:func:`measure_subagent`): the model calls a configured sub-agent as
+a tool, the sub-agent's own turn answers (its own hooks, session and transcript), and the
+model replies: three model calls and two turns, against the plain turn above (two model
+calls, one no-op tool), both on a gateway without plugins and with the 10 plugins.
+
 Usage: ``python bench/bench_agent.py [--quick]``; importable as ``run(quick=False)``.
 """
 
@@ -21,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from agentplug import PluginApi, PluginHost
+from agentplug import Gateway, PluginApi, PluginHost
 from agentplug.agent import AgentRunner, ModelRequest, ModelResponse, ToolCall
 
 TARGET_ADDED_MS = 1.0
@@ -99,9 +104,76 @@ async def _measure(turns: int) -> dict[str, Any]:
     }
 
 
+class SubagentModel:
+    """The main agent asks the researcher, the researcher answers, the main agent replies."""
+
+    name = "scripted"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        first = request.messages[0]
+        if first.get("role") == "system" and first.get("content") == RESEARCHER_PROMPT:
+            return ModelResponse(text="found it", usage={"completion_tokens": 2})
+        if request.messages[-1].get("role") == "tool":
+            return ModelResponse(text="done", usage={"completion_tokens": 1})
+        return ModelResponse(tool_calls=[ToolCall("c1", "researcher", {"task": "look it up"})])
+
+
+RESEARCHER_PROMPT = "You research."
+
+
+def _subagent_runner(plugins: int) -> AgentRunner:
+    config = {
+        "tools": {"actions": False},
+        "subagents": {
+            "researcher": {
+                "description": "Finds facts.",
+                "system_prompt": RESEARCHER_PROMPT,
+                "tools": {"actions": False},
+            }
+        },
+    }
+    gateway = Gateway.from_config({"agent": config})
+    for index in range(plugins):
+        gateway.host.register(_plugin(index), f"plugin-{index}")
+    runner = gateway.runner_for(SubagentModel())
+    runner.channel = lambda payload: None
+    return runner
+
+
+async def measure_subagent(turns: int) -> dict[str, Any]:
+    """The sub-agent turn against the plain turn, with and without 10 plugins (medians)."""
+    runners = {
+        "plain_bare": _runner(0),
+        "subagent_bare": _subagent_runner(0),
+        "plain_plugins": _runner(10),
+        "subagent_plugins": _subagent_runner(10),
+    }
+    for runner in runners.values():  # warm-up
+        for i in range(20):
+            await runner.run_turn("hi", session_key=f"warm-{i}")
+    samples: dict[str, list[float]] = {name: [] for name in runners}
+    clock = time.perf_counter
+    for i in range(turns):
+        for name, runner in runners.items():
+            started = clock()
+            result = await runner.run_turn("hi", session_key=f"s-{i}")
+            samples[name].append(clock() - started)
+            assert result.status == "replied", result.error
+    ms = {name: statistics.median(values) * 1000 for name, values in samples.items()}
+    return {
+        "turns": turns,
+        **{f"{name}_ms": round(value, 3) for name, value in ms.items()},
+        "ratio_bare": round(ms["subagent_bare"] / ms["plain_bare"], 3),
+        "ratio_plugins": round(ms["subagent_plugins"] / ms["plain_plugins"], 3),
+    }
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     """Measure (``quick``: fewer turns, noisier)."""
-    return asyncio.run(_measure(60 if quick else 400))
+    turns = 60 if quick else 400
+    result = asyncio.run(_measure(turns))
+    result["subagent"] = asyncio.run(measure_subagent(turns // 2))
+    return result
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -116,8 +188,21 @@ def format_table(result: dict[str, Any]) -> str:
             f"{result['plugins_ms']:.3f} ms",
             f"  added per turn:                    {result['added_ms']:.3f} ms "
             f"({result['ratio']:.2f}x)  target <= {result['target_added_ms']:.1f} ms {verdict}",
+            *_subagent_lines(result.get("subagent")),
         ]
     )
+
+
+def _subagent_lines(sub: dict[str, Any] | None) -> list[str]:
+    if not sub:
+        return []
+    return [
+        f"sub-agent turn (3 model calls, 2 turns) vs the plain turn, median of {sub['turns']}:",
+        f"  no plugins:                        {sub['subagent_bare_ms']:.3f} vs "
+        f"{sub['plain_bare_ms']:.3f} ms ({sub['ratio_bare']:.2f}x)",
+        f"  10 plugins:                        {sub['subagent_plugins_ms']:.3f} vs "
+        f"{sub['plain_plugins_ms']:.3f} ms ({sub['ratio_plugins']:.2f}x)",
+    ]
 
 
 if __name__ == "__main__":

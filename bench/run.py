@@ -238,6 +238,18 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
                 f"{'MET' if r['meets_target'] else 'MISSED'}",
             )
         )
+        sub = r.get("subagent")
+        if isinstance(sub, dict):
+            rows.append(
+                (
+                    "agent",
+                    "sub-agent turn vs the plain turn (no plugins / 10 plugins)",
+                    f"{sub['subagent_bare_ms']:.3f} vs {sub['plain_bare_ms']:.3f} ms "
+                    f"({sub['ratio_bare']:.2f}x) / {sub['subagent_plugins_ms']:.3f} vs "
+                    f"{sub['plain_plugins_ms']:.3f} ms ({sub['ratio_plugins']:.2f}x)",
+                    "",
+                )
+            )
     rows += _store_rows(results.get("bench_store", {}))
     rows += _bounds_rows(results.get("bench_bounds", {}))
     for name, entry in results.items():

@@ -36,6 +36,8 @@ TURN_HOOKS = (
     "after_compaction",
     "message_sending",
     "reply_payload_sending",
+    "before_dispatch",
+    "reply_dispatch",
     "message_sent",
     "agent_end",
 )

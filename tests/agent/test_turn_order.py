@@ -40,9 +40,9 @@ def test_a_tool_turn_runs_every_hook_in_the_documented_order() -> None:
     assert recorder.order == [
         "inbound_claim",
         "message_received",
+        "before_model_resolve",  # before the session is loaded
         "session_start",
         "agent_turn_prepare",
-        "before_model_resolve",
         "before_prompt_build",
         "before_agent_start",
         "before_agent_run",
@@ -65,6 +65,8 @@ def test_a_tool_turn_runs_every_hook_in_the_documented_order() -> None:
         "before_agent_finalize",
         "message_sending",
         "reply_payload_sending",
+        "before_dispatch",
+        "reply_dispatch",
         "message_sent",
         "agent_end",
     ]

@@ -260,7 +260,7 @@ def test_a_run_is_announced_by_cron_changed_started_then_finished() -> None:
         runs = await cron.tick_once()
         assert [(r.job_id, r.status) for r in runs] == [("beat", "ok")]
         changed = [(e["reason"], e["status"]) for n, e in seen if n == "cron_changed"]
-        assert changed == [("started", None), ("finished", "ok")]
+        assert changed == [("added", None), ("started", None), ("finished", "ok")]
 
     asyncio.run(scenario())
 

@@ -23,6 +23,8 @@ from agentplug.agent.providers import (
 from agentplug.agent.providers.openai import OpenAIProvider
 from agentplug.agent.providers.scripted import ScriptedProvider
 from agentplug.agent.runner import AgentRunner, SyncAgentRunner
+from agentplug.agent.sessions import SessionSummary, UnknownSession
+from agentplug.agent.spawn import SubagentRun
 from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput, ToolRegistry, ToolSource
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord, StateStoreTranscripts, TranscriptStore
@@ -44,7 +46,9 @@ __all__ = [
     "ProviderRegistry",
     "ScriptedProvider",
     "SessionRecord",
+    "SessionSummary",
     "StateStoreTranscripts",
+    "SubagentRun",
     "SyncAgentRunner",
     "Tool",
     "ToolCall",
@@ -60,5 +64,6 @@ __all__ = [
     "TurnLog",
     "TurnResult",
     "TurnTrace",
+    "UnknownSession",
     "agent_config",
 ]

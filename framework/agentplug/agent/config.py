@@ -6,6 +6,7 @@ agent:
   system_prompt: You are a helpful assistant.
   max_steps: 8                   # model calls per turn (tool loops included)
   context_token_budget: 32000    # compaction starts when the transcript passes it
+  context_window_tokens: 128000  # the model's own window, when known (a lower bound wins)
   compaction_keep_messages: 6    # recent messages kept verbatim after a compaction
   deliver_timeout_ms: 15000      # default budget of a before-deliver stage
   limits:                        # bounds on model input (docs/limits.md has the table)
@@ -19,14 +20,24 @@ agent:
     mcp_servers:                 # MCP servers' tools, named <server>__<tool>
       files: {command: python, args: [files_server.py]}
       search: {url: http://127.0.0.1:8000/mcp}
-  providers:
+  providers:                     # options of each provider (unknown ones are errors)
     openai: {base_url: http://127.0.0.1:11434/v1, api_key_env: OPENAI_API_KEY}
     scripted: {responses: ["Hello!"], file: replies.json}
+  max_subagent_depth: 2          # how deep sub-agents may call sub-agents
+  max_subagents_per_turn: 8      # sub-agents one turn may start
+  subagents:                     # other agents this one may call as tools
+    researcher:
+      description: Finds facts and reports them with sources.
+      model: openai/gpt-4o       # any key of this section; unset ones are the parent's
+      system_prompt: You research.
+      background: false          # true: the answer comes later, as a message
+      timeout_s: 120
 ```
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,15 +50,20 @@ from pydantic import (
     field_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from agentplug.agent.action_tools import SAFE, ToolPolicy
 from agentplug.agent.limits import AgentLimits
 from agentplug.agent.mcp import McpServerConfig
+from agentplug.agent.providers.options import model_problem, provider_option_problems
 from agentplug.core.errors import ConfigError
 
-__all__ = ["AgentConfig", "AgentToolsConfig", "agent_config"]
+__all__ = ["AgentConfig", "AgentToolsConfig", "SubagentConfig", "agent_config"]
 
 DEFAULT_MODEL = "scripted/default"
+_SUBAGENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NOT_INHERITED = frozenset({"system_prompt", "tools", "subagents"})
+"""Keys a sub-agent does not take from its parent: its own prompt, tools and sub-agents."""
 
 
 class _Strict(BaseModel):
@@ -106,6 +122,10 @@ class AgentConfig(_Strict):
     """Model calls per turn before the runner stops the tool loop."""
     context_token_budget: int | None = Field(default=None, gt=0)
     """Token budget of the transcript; compaction runs when it is passed."""
+    context_window_tokens: int | None = Field(default=None, gt=0)
+    """The model's own context window, when known: the budget when no lower
+    ``context_token_budget`` is set (hooks see it as ``context_window_reference_tokens``
+    when the configured budget is lower)."""
     compaction_keep_messages: int = Field(default=6, ge=0)
     deliver_timeout_ms: int = Field(default=15_000, gt=0, le=600_000)
     """Default budget of each before-deliver stage of the reply dispatcher."""
@@ -113,7 +133,79 @@ class AgentConfig(_Strict):
     limits: AgentLimits = Field(default_factory=AgentLimits)
     """Bounds on what a model sends (tool calls, arguments, results, reply, bytes, time)."""
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Options per provider name (``openai``, ``scripted``, third-party names)."""
+    """Options per provider name (``openai``, ``scripted``, third-party names); the
+    shipped providers' options are checked (an unknown one is an error)."""
+    max_subagent_depth: int = Field(default=2, ge=0, le=8)
+    """How deep sub-agents may nest: 1 lets this agent call its sub-agents but not theirs;
+    0 turns sub-agents off."""
+    max_subagents_per_turn: int = Field(default=8, ge=1, le=1_000)
+    """Sub-agents one turn may start (a model asking for more reads a refusal): each is a
+    whole turn of model calls, so a model must not be able to fan out without bound."""
+    subagents: dict[str, SubagentConfig] = Field(default_factory=dict)
+    """Other agents this one may call as tools, by id (see :class:`SubagentConfig`)."""
+
+    @field_validator("model")
+    @classmethod
+    def _model_names_its_provider(cls, value: str) -> str:
+        problem = model_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("providers")
+    @classmethod
+    def _known_provider_options(cls, value: dict[str, dict[str, Any]]) -> Any:
+        details: list[InitErrorDetails] = []
+        for name, options in value.items():
+            for key, problem in provider_option_problems(name, options):
+                loc = (name, *key.split(".")) if key else (name,)
+                error = PydanticCustomError("provider_option", "{problem}", {"problem": problem})
+                details.append(InitErrorDetails(type=error, loc=loc, input=options))
+        if details:
+            raise ValidationError.from_exception_data("AgentConfig", details)
+        return value
+
+    @field_validator("subagents")
+    @classmethod
+    def _subagent_ids(cls, value: dict[str, SubagentConfig]) -> dict[str, SubagentConfig]:
+        for name in value:
+            if not _SUBAGENT_ID.match(name):
+                raise ValueError(
+                    f"sub-agent id {name!r} must be 1-64 letters, digits, '_' or '-' (the "
+                    "model calls it as a tool of that name)"
+                )
+        return value
+
+    def subagent(self, name: str) -> AgentConfig:
+        """The settings sub-agent ``name`` runs with: its own keys, and every other key
+        the parent's (except ``system_prompt``, ``tools`` and ``subagents``)."""
+        entry = self.subagents[name]
+        inherited = {
+            key: getattr(self, key)
+            for key in AgentConfig.model_fields
+            if key not in _NOT_INHERITED and key not in entry.model_fields_set
+        }
+        own = {key: getattr(entry, key) for key in AgentConfig.model_fields if key not in inherited}
+        return AgentConfig.model_validate({**inherited, **own})
+
+
+class SubagentConfig(AgentConfig):
+    """``agent.subagents.<id>``: an agent the parent's model may call as a tool.
+
+    Every ``agent`` key may be given; the ones left out are the parent's, except
+    ``system_prompt``, ``tools`` and ``subagents`` (its own, default when unset).
+    """
+
+    description: str = Field(min_length=1, max_length=2_000)
+    """What the sub-agent does: the tool description its parent's model reads."""
+    background: bool = False
+    """``true``: the call returns at once and the answer is delivered as a message to the
+    requester when it comes (``subagent_delivery_target`` when nothing routes it)."""
+    timeout_s: float | None = Field(default=None, gt=0, le=86_400)
+    """Stop the sub-agent's turn after this long (``subagent_ended`` outcome ``timeout``)."""
+
+
+AgentConfig.model_rebuild()
 
 
 def agent_config(
@@ -130,6 +222,10 @@ def agent_config(
             key = "agent." + ".".join(str(p) for p in err["loc"])
             if err["type"] == "extra_forbidden":
                 issues.append((key, "unknown key (see docs/agent-runtime.md for the keys)"))
+            elif err["type"] == "missing" and err["loc"][-1] == "description":
+                issues.append(
+                    (key, "a sub-agent needs a description (its parent's model chooses it by that)")
+                )
             else:
-                issues.append((key, err["msg"]))
+                issues.append((key, str(err["msg"]).removeprefix("Value error, ")))
         raise ConfigError(issues, source) from None

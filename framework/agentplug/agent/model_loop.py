@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
+from agentplug.agent.compaction import note_usage
 from agentplug.agent.limits import BoundedResponse, bound_response, within_deadline
 from agentplug.agent.providers.base import (
     ModelDelta,
@@ -82,6 +83,7 @@ def _telemetry(turn: Turn, call_id: str, transport: str) -> dict[str, Any]:
         "transport": transport,
         "context_token_budget": turn.ctx.context_token_budget,
         "context_window_source": turn.ctx.context_window_source,
+        "context_window_reference_tokens": turn.ctx.context_window_reference_tokens,
     }
 
 
@@ -262,6 +264,7 @@ async def model_loop(turn: Turn) -> None:
             turn.session.messages.append(
                 {"role": "assistant", "content": "", "tool_calls": assistant["tool_calls"]}
             )
+        note_usage(turn.session, response.usage)  # the provider's count, for compaction
         if response.tool_calls:
             last = len(response.tool_calls) - 1
             for index, (call, refusal) in enumerate(

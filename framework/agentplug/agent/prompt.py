@@ -1,10 +1,12 @@
-"""Turn phases before the model: session start, prompt hooks, the run guard.
+"""Turn phases before the model: model resolution, session start, prompt hooks, the guard.
 
-Order (HOOKS.md, issue "agent runtime"): session start when new, claim of the next-turn
-injections, ``agent_turn_prepare``, ``before_model_resolve``, ``before_prompt_build``
-(and the deprecated ``before_agent_start``), ``before_agent_run``, ``before_agent_reply``,
-then ``heartbeat_prompt_contribution`` on heartbeat turns only. The injections are
-acknowledged once the prompt is built (after ``before_agent_start``).
+Order (HOOKS.md and the seed): ``before_model_resolve`` before the session's messages
+are loaded (:func:`resolve_model`); then, with the session loaded, session start when
+new, claim of the next-turn injections, ``agent_turn_prepare``, ``before_prompt_build``
+(and the deprecated ``before_agent_start``), ``heartbeat_prompt_contribution`` on
+heartbeat turns only (so the run guard sees the heartbeat context),
+``before_agent_run``, ``before_agent_reply``. The injections are acknowledged once the
+prompt is built (after ``before_agent_start``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from agentplug.agent.turn import Turn
 from agentplug.services.toolresults import strip_details
 from agentplug.services.turns import guard_run
 
-__all__ = ["build_prompt", "claim_reply", "guard", "heartbeat", "start_session"]
+__all__ = ["build_prompt", "claim_reply", "guard", "heartbeat", "resolve_model", "start_session"]
 
 
 def _join(*parts: str | None) -> str | None:
@@ -46,8 +48,20 @@ async def start_session(turn: Turn) -> None:
     )
 
 
+async def resolve_model(turn: Turn) -> None:
+    """``agent.model``, then ``before_model_resolve`` (which sees only the prompt and the
+    attachments' metadata: the session is not loaded yet)."""
+    turn.provider_name, turn.model = split_model(turn.runner.config.model)
+    attachments = turn.inbound.attachments if turn.inbound is not None else []
+    resolved = await turn.host.hooks.before_model_resolve(
+        {"prompt": turn.prompt, "attachments": attachments, "run_id": turn.run_id},
+        turn.ctx,
+    )
+    _apply_model_override(turn, resolved.outcome)
+
+
 async def build_prompt(turn: Turn) -> None:
-    """Injections, ``agent_turn_prepare``, model resolution, the prompt hooks.
+    """Injections, ``agent_turn_prepare``, the prompt hooks.
 
     The injections are claimed once, before any prompt hook, and handed to
     ``agent_turn_prepare``; they are acknowledged once the prompt is built (after
@@ -56,8 +70,6 @@ async def build_prompt(turn: Turn) -> None:
     host = turn.host
     sessions = turn.runner.sessions
     history = strip_details(turn.session.messages)
-    default_provider, default_model = split_model(turn.runner.config.model)
-    turn.provider_name, turn.model = default_provider, default_model
     attachments = turn.inbound.attachments if turn.inbound is not None else []
     claim = sessions.claim_injections(turn.session.session_key)
     injections = claim.entries
@@ -71,11 +83,6 @@ async def build_prompt(turn: Turn) -> None:
             },
             turn.ctx,
         )
-        resolved = await host.hooks.before_model_resolve(
-            {"prompt": turn.prompt, "attachments": attachments, "run_id": turn.run_id},
-            turn.ctx,
-        )
-        _apply_model_override(turn, resolved.outcome)
         built = await host.hooks.before_prompt_build(
             {"prompt": turn.prompt, "messages": history, "run_id": turn.run_id}, turn.ctx
         )

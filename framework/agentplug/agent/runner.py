@@ -7,19 +7,21 @@ result = runner.sync.handle_inbound({"content": "hi"})      # hosts without a lo
 ```
 
 The order (docs/agent-runtime.md has the diagram): ``inbound_claim``,
-``message_received`` (with ``body_for_agent``), ``session_start`` for a new session, the
-next-turn injections drained, ``agent_turn_prepare``, ``before_model_resolve``,
-``before_prompt_build`` (and the deprecated ``before_agent_start``), ``before_agent_run``,
-``before_agent_reply``, ``heartbeat_prompt_contribution`` (heartbeat turns only), the
-model loop (:mod:`~agentplug.agent.model_loop`: ``llm_input``, ``model_call_started``,
-the provider, ``model_call_ended``, ``llm_output``; tool calls through the gate,
-``after_tool_call``, ``tool_result_persist``, ``before_message_write``), compaction
-when the transcript passes the budget, ``before_agent_finalize``, delivery
-(``message_sending``, ``reply_payload_sending``, before-deliver stages, the channel,
-``message_sent``), and last ``agent_end`` with success, duration and run id, whatever
-happened. Hook failures follow each hook's failure policy (the dispatcher applies it);
-a provider or tool failure ends the turn with ``agent_end(success=False)``; an aborted
-signal cancels the run's pending approvals and ends it the same way.
+``message_received`` (with ``body_for_agent``), ``before_model_resolve`` (before the
+session is loaded), ``session_start`` for a new session, the next-turn injections
+drained, ``agent_turn_prepare``, ``before_prompt_build`` (and the deprecated
+``before_agent_start``), ``heartbeat_prompt_contribution`` (heartbeat turns only),
+``before_agent_run``, ``before_agent_reply``, the model loop
+(:mod:`~agentplug.agent.model_loop`: ``llm_input``, ``model_call_started``, the provider,
+``model_call_ended``, ``llm_output``; tool calls through the gate, ``after_tool_call``,
+``tool_result_persist``, ``before_message_write``), compaction when the transcript
+passes the budget, ``before_agent_finalize``, delivery (``message_sending``,
+``reply_payload_sending`` with the tools' attachments as ``media``, before-deliver
+stages, ``before_dispatch``, ``reply_dispatch``, the channel, ``message_sent``), and
+last ``agent_end`` with success, duration and run id, whatever happened. Hook failures
+follow each hook's failure policy (the dispatcher applies it); a provider or tool failure
+ends the turn with ``agent_end(success=False)``; an aborted signal cancels the run's
+pending approvals and ends it the same way.
 """
 
 from __future__ import annotations
@@ -27,23 +29,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from agentplug_hookspecs.common import AgentContext, MessageContext
-from agentplug_hookspecs.tools import ToolContext
+from agentplug_hookspecs.common import MessageContext
 
-from agentplug.agent import compaction, prompt
+from agentplug.agent import compaction, prompt, sessions
 from agentplug.agent.config import AgentConfig, agent_config
 from agentplug.agent.mcp import McpToolSource, connect_servers
 from agentplug.agent.model_loop import model_loop
+from agentplug.agent.opening import load_session, new_turn
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
-from agentplug.agent.tools import ToolError, ToolRegistry
+from agentplug.agent.spawn import Spawn
+from agentplug.agent.subagents import Subagents
+from agentplug.agent.toolrun import reply_media
+from agentplug.agent.tools import Tool, ToolError, ToolRegistry
 from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
 from agentplug.agent.transcript import (
     SessionRecord,
@@ -59,6 +63,8 @@ from agentplug.agent.turn import (
     TurnCancelled,
     TurnFailed,
     TurnResult,
+    bind_turn,
+    unbind_turn,
 )
 from agentplug.agent.turnlog import TurnLog
 from agentplug.core.redaction import scrub, scrub_data
@@ -138,6 +144,8 @@ class AgentRunner:
     ) -> None:
         parts = _parts(gateway)
         host = parts.host
+        self.gateway = parts
+        """The gateway this runner works on (its sub-agents' runners come from it)."""
         self.host = host
         self.actions = parts.actions
         """The gateway's actions (offered as tools as ``agent.tools`` allows)."""
@@ -177,6 +185,9 @@ class AgentRunner:
         self._sync: SyncAgentRunner | None = None
         self._mcp: list[McpToolSource] | None = None if self.config.tools.mcp_servers else []
         install_tap(host)
+        self.subagents = Subagents(self)
+        """The sub-agents this runner's model may call (``agent.subagents``, and
+        :meth:`add_subagent`)."""
 
     # -- wiring -------------------------------------------------------------------------
 
@@ -253,8 +264,25 @@ class AgentRunner:
             self._mcp = sources
         return self._mcp
 
+    def add_subagent(
+        self,
+        name: str,
+        description: str,
+        runner: AgentRunner,
+        *,
+        background: bool = False,
+        timeout_s: float | None = None,
+    ) -> Tool:
+        """Offer ``runner`` (``gateway.runner_for(..., agent_id=name)``) to this runner's
+        model as the sub-agent tool ``name`` (see :mod:`agentplug.agent.subagents`)."""
+        return self.subagents.add(
+            name, description, runner, background=background, timeout_s=timeout_s
+        )
+
     async def aclose(self) -> None:
-        """Disconnect the MCP servers (stops stdio subprocesses)."""
+        """Cancel background sub-agents; disconnect the MCP servers (stops stdio
+        subprocesses)."""
+        await self.subagents.aclose()
         sources, self._mcp = self._mcp or [], None if self.config.tools.mcp_servers else []
         for source in sources:
             await source.aclose()
@@ -362,110 +390,65 @@ class AgentRunner:
         signal: AbortSignal | None = None,
         run_id: str | None = None,
         trace: TurnTrace | None = None,
+        spawn: Spawn | None = None,
     ) -> TurnResult:
         """Run one turn for a message the host already routed (see the module docstring).
 
         Turns of one session run one after another (each reads the transcript the one
-        before it wrote); turns of different sessions run side by side.
+        before it wrote); turns of different sessions run side by side. ``spawn`` marks
+        a sub-agent's turn (its reply goes back to the parent, not through delivery).
         """
         trace = trace if trace is not None else TurnTrace()
         token = bind_trace(trace)
         try:
             async with self.session_lock(session_key):
-                return await self._run(
-                    prompt_text, session_key, inbound, heartbeat, signal, run_id, trace
+                turn = new_turn(
+                    self,
+                    prompt_text,
+                    session_key,
+                    inbound=inbound,
+                    heartbeat=heartbeat,
+                    signal=signal,
+                    run_id=run_id,
+                    trace=trace,
+                    spawn=spawn,
                 )
+                return await self._run(turn)
         finally:
             unbind_trace(token)
 
+    async def reset_session(self, session_key: str, *, source: str = "api") -> SessionRecord:
+        """Start a session over: ``before_reset``, ``session_end`` (``reset``), the plugins'
+        cleanup, a fresh transcript, ``session_start`` (``reset``); see
+        :mod:`agentplug.agent.sessions`. :class:`~agentplug.agent.sessions.UnknownSession`
+        when there is no such session."""
+        return await sessions.reset_session(self, session_key, source=source)
+
+    def list_sessions(self) -> list[sessions.SessionSummary]:
+        """The sessions of this runner's transcripts, the most recently saved first."""
+        return sessions.list_sessions(self)
+
     def session_lock(self, session_key: str) -> asyncio.Lock:
-        """The lock a turn of ``session_key`` holds (hold it to change the session between
-        turns, e.g. to reset it)."""
+        """The lock turns of ``session_key`` hold (one turn of a session at a time)."""
         lock = self._session_locks.get(session_key)
-        return lock or self._session_locks.setdefault(session_key, asyncio.Lock())
+        if lock is None:
+            lock = self._session_locks[session_key] = asyncio.Lock()
+        return lock
 
-    def _turn(
-        self,
-        prompt_text: str,
-        session_key: str,
-        inbound: InboundMessage | None,
-        heartbeat: bool,
-        signal: AbortSignal | None,
-        run_id: str | None,
-        trace: TurnTrace,
-    ) -> Turn:
-        rid = run_id or f"run-{uuid.uuid4().hex[:12]}"
-        try:
-            stored = self.transcripts.load(session_key)
-        except Exception as exc:  # a broken store starts a fresh session, never a crash
-            log.warning(
-                "agent: loading the transcript of %s failed (%s); starting a new session",
-                session_key,
-                type(exc).__name__,
-            )
-            stored = None
-        record = stored if stored is not None else SessionRecord(session_key)
-        budget = self.config.context_token_budget
-        ctx = AgentContext(
-            agent_id=self.agent_id,
-            session_key=session_key,
-            session_id=record.session_id,
-            run_id=rid,
-            channel=inbound.channel if inbound else None,
-            message_provider=inbound.channel if inbound else None,
-            sender_id=inbound.sender_id if inbound else None,
-            chat_id=inbound.chat_id if inbound else None,
-            channel_context=inbound.channel_context if inbound else None,
-            trigger="heartbeat" if heartbeat else "user",
-            context_token_budget=budget,
-            context_window_source="config" if budget is not None else None,
-        )
-        tool_ctx = ToolContext(
-            agent_id=self.agent_id,
-            session_key=session_key,
-            session_id=record.session_id,
-            run_id=rid,
-            message_provider=inbound.channel if inbound else None,
-        )
-        return Turn(
-            runner=self,
-            run_id=rid,
-            session=record,
-            prompt=prompt_text,
-            signal=signal or AbortSignal(),
-            trace=trace,
-            ctx=ctx,
-            msg_ctx=self._message_ctx(inbound, session_key, rid),
-            tool_ctx=tool_ctx,
-            heartbeat=heartbeat,
-            inbound=inbound,
-            new_session=stored is None,
-        )
-
-    async def _run(
-        self,
-        prompt_text: str,
-        session_key: str,
-        inbound: InboundMessage | None,
-        heartbeat: bool,
-        signal: AbortSignal | None,
-        run_id: str | None,
-        trace: TurnTrace,
-    ) -> TurnResult:
-        turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
+    async def _run(self, turn: Turn) -> TurnResult:
+        session_key, inbound = turn.session.session_key, turn.inbound
         self.sessions_seen[session_key] = None
         self.turn_log.started(turn.run_id, session_key, agent_id=self.agent_id)
-        # A session an older turn left with an unanswered call would be refused whole.
-        answer_open_calls(
-            turn.session.messages, "tool call not completed: an earlier turn ended before it did"
-        )
         started = time.perf_counter()
         cancel_approvals = turn.signal.add_callback(lambda _s: self.broker.cancel_run(turn.run_id))
         delivery = None
+        current = bind_turn(turn)  # the tools it calls (sub-agents) see their turn
         try:
             await self._ensure_tools()
+            await prompt.resolve_model(turn)  # before the session is loaded (HOOKS.md)
+            load_session(turn, self.transcripts)
             await self._phases(turn)
-            if turn.reply and turn.status == "replied":
+            if turn.reply and turn.status == "replied" and turn.spawn is None:
                 turn.check_aborted()
                 delivery = await self.replies.deliver(
                     turn.reply,
@@ -473,6 +456,7 @@ class AgentRunner:
                     channel=self.channel,
                     channel_name=inbound.channel if inbound else None,
                     to=inbound.sender_id if inbound else None,
+                    payload=reply_media(turn.media),
                 )
                 if delivery.suppressed:
                     turn.status = "suppressed"
@@ -487,11 +471,13 @@ class AgentRunner:
             log.exception("agent turn %s failed", turn.run_id)
             turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
+            unbind_turn(current)
             cancel_approvals()
             self.broker.end_run(turn.run_id)
             answer_open_calls(turn.session.messages, _unfinished(turn))
             try:
-                self.transcripts.save(turn.session)
+                if turn.loaded:  # a turn stopped before loading never saves over it
+                    self.transcripts.save(turn.session)
             except Exception as exc:  # a broken store must not swallow agent_end
                 log.warning(
                     "agent turn %s: saving the transcript of %s failed (%s)",
@@ -534,7 +520,8 @@ class AgentRunner:
             provider=turn.provider_name,
             model=turn.model,
             transcript=scrub_data(list(turn.session.messages)),
-            trace=scrub_data(trace.to_json()),
+            trace=scrub_data(turn.trace.to_json()),
+            subagents=turn.subagent_runs,
         )
         self.turn_log.ended(result, agent_id=self.agent_id)
         return result
@@ -542,6 +529,7 @@ class AgentRunner:
     async def _phases(self, turn: Turn) -> None:
         await prompt.start_session(turn)
         await prompt.build_prompt(turn)
+        await prompt.heartbeat(turn)  # before the guard: a run guard sees heartbeat context
         turn.check_aborted()
         if not await prompt.guard(turn):
             return
@@ -560,10 +548,11 @@ class AgentRunner:
                     turn.tool_ctx,
                 )
             return
-        await prompt.heartbeat(turn)
-        write_message(
+        written = write_message(
             self.host, turn.session, {"role": "user", "content": turn.user_prompt}, turn.tool_ctx
         )
+        if written is not None:
+            turn.user_index = len(turn.session.messages) - 1
         await model_loop(turn)
 
 
@@ -598,3 +587,7 @@ class SyncAgentRunner:
     def run_turn(self, prompt_text: str, **kwargs: Any) -> TurnResult:
         """Blocking :meth:`AgentRunner.run_turn`."""
         return self._run(self.runner.run_turn(prompt_text, **kwargs))
+
+    def reset_session(self, session_key: str, **kwargs: Any) -> SessionRecord:
+        """Blocking :meth:`AgentRunner.reset_session`."""
+        return self._run(self.runner.reset_session(session_key, **kwargs))

@@ -17,7 +17,10 @@ from agentplug.agent.providers.base import ToolCall
 from agentplug.agent.tools import Tool, ToolCallContext
 from agentplug.agent.turn import Turn
 
-__all__ = ["offered_tools", "run_tool_call"]
+__all__ = ["MAX_REPLY_MEDIA", "offered_tools", "reply_media", "run_tool_call"]
+
+MAX_REPLY_MEDIA = 32
+"""Most media one reply carries: the first ones the turn's tools returned are kept."""
 
 
 async def offered_tools(turn: Turn) -> list[Tool]:
@@ -78,4 +81,23 @@ async def run_tool_call(
     done = await turn.runner.pipeline.run(request, tool, checkpoint=turn.check_aborted)
     assert done.message is not None
     turn.session.messages.append(done.message)
+    _collect_media(turn, done.message)
     return done.message
+
+
+def _collect_media(turn: Turn, message: dict[str, Any]) -> None:
+    """Keep the attachments of a tool result as the transcript kept it (a result a plugin
+    withheld or rewrote without them brings none), up to :data:`MAX_REPLY_MEDIA`."""
+    details = message.get("details")
+    found = details.get("attachments") if isinstance(details, dict) else None
+    if not isinstance(found, list):
+        return
+    room = MAX_REPLY_MEDIA - len(turn.media)
+    for item in found[: max(0, room)]:
+        if isinstance(item, dict):  # unset fields of the attachment are left out
+            turn.media.append({k: v for k, v in item.items() if v is not None})
+
+
+def reply_media(media: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The reply payload fields that carry ``media`` (``None`` when there is none)."""
+    return {"media": list(media[:MAX_REPLY_MEDIA])} if media else None

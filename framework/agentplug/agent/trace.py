@@ -240,7 +240,7 @@ def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
         else:
             flush()
             parts = [f"{k}={_short(v)}" for k, v in decision.items()]
-            label = "model" if kind == "model" else "tool"
+            label = kind if kind in ("model", "subagent") else "tool"
             lines.append(f"{label} {name}: {', '.join(parts) or 'ok'} ({ms})")
     flush()
     return lines

@@ -10,6 +10,7 @@ default, :class:`StateStoreTranscripts`, keeps them in the host's state store
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,13 @@ class SessionRecord:
     messages: list[dict[str, Any]] = field(default_factory=list)
     summary: str | None = None
     """The latest compaction summary (also the first message after a compaction)."""
+    context_tokens: int | None = None
+    """The provider's token count of the first :attr:`context_messages` messages, as of
+    the last model call (``None``: unknown; compaction then estimates)."""
+    context_messages: int | None = None
+    """How many messages :attr:`context_tokens` counts."""
+    updated_at_ms: int | None = None
+    """When it was last saved (epoch milliseconds; set by the store's save)."""
 
 
 @runtime_checkable
@@ -65,15 +73,16 @@ class StateStoreTranscripts:
 
     def load(self, session_key: str) -> SessionRecord | None:
         """The stored session, or ``None``."""
-        raw = self.store.get(self.namespace, session_key)
-        if not isinstance(raw, Mapping):
-            return None
-        return SessionRecord(
-            session_key=session_key,
-            session_id=str(raw.get("session_id") or uuid.uuid4().hex[:16]),
-            messages=[dict(m) for m in raw.get("messages") or [] if isinstance(m, Mapping)],
-            summary=raw.get("summary"),
-        )
+        return _record(session_key, self.store.get(self.namespace, session_key))
+
+    def keys(self) -> list[str]:
+        """The keys of every stored session."""
+        return [key for key, _ in self.store.items(self.namespace)]
+
+    def records(self) -> list[SessionRecord]:
+        """Every stored session."""
+        found = (_record(key, raw) for key, raw in self.store.items(self.namespace))
+        return [record for record in found if record is not None]
 
     def delete(self, session_key: str) -> bool:
         """Forget the session's transcript; ``True`` when there was one."""
@@ -87,7 +96,8 @@ class StateStoreTranscripts:
         }
 
     def save(self, record: SessionRecord) -> None:
-        """Store the session (messages as plain JSON)."""
+        """Store the session (messages as plain JSON), stamped with the time."""
+        record.updated_at_ms = int(time.time() * 1000)
         self.store.put(
             self.namespace,
             record.session_key,
@@ -95,8 +105,30 @@ class StateStoreTranscripts:
                 "session_id": record.session_id,
                 "messages": thaw(record.messages),
                 "summary": record.summary,
+                "context_tokens": record.context_tokens,
+                "context_messages": record.context_messages,
+                "updated_at_ms": record.updated_at_ms,
             },
         )
+
+
+def _record(session_key: str, raw: Any) -> SessionRecord | None:
+    if not isinstance(raw, Mapping):
+        return None
+    return SessionRecord(
+        session_key=session_key,
+        session_id=str(raw.get("session_id") or uuid.uuid4().hex[:16]),
+        messages=[dict(m) for m in raw.get("messages") or [] if isinstance(m, Mapping)],
+        summary=raw.get("summary"),
+        context_tokens=_count(raw.get("context_tokens")),
+        context_messages=_count(raw.get("context_messages")),
+        updated_at_ms=_count(raw.get("updated_at_ms")),
+    )
+
+
+def _count(value: Any) -> int | None:
+    """A stored count, or ``None`` when it is missing or not a count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def write_message(

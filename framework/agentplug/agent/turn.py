@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from agentplug.agent.action_tools import ToolPolicy
 from agentplug.agent.config import AgentConfig
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers.base import ModelProvider
+from agentplug.agent.spawn import Spawn, SubagentRun
 from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord
@@ -29,6 +31,7 @@ from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 if TYPE_CHECKING:
     from agentplug.actions.runtime import AgentRuntime
     from agentplug.core.host import HookHost
+    from agentplug.services.approvals import ApprovalBroker
     from agentplug.services.policies import TrustedToolPolicies
     from agentplug.services.sessions import SessionServices
     from agentplug.store import StateStore
@@ -42,6 +45,9 @@ __all__ = [
     "TurnResult",
     "TurnRunner",
     "TurnStatus",
+    "bind_turn",
+    "current_turn",
+    "unbind_turn",
 ]
 
 TurnStatus = Literal[
@@ -96,17 +102,25 @@ class TurnResult(BaseModel):
     model: str | None = None
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     trace: list[dict[str, Any]] = Field(default_factory=list)
+    subagents: list[SubagentRun] = Field(default_factory=list)
+    """The sub-agents the turn spawned, in order (each with its own spawns)."""
 
     @property
     def hooks(self) -> list[str]:
         """Hook names in the order they were dispatched."""
         return [e["name"] for e in self.trace if e.get("kind") == "hook"]
 
+    @property
+    def total_steps(self) -> int:
+        """Model calls of the turn and of every sub-agent it spawned (at any depth)."""
+        return self.steps + sum(run.total_steps for run in self.subagents)
+
 
 class TurnRunner(Protocol):
     """What the phase modules use of the runner (:class:`~agentplug.agent.AgentRunner`)."""
 
     host: Any
+    agent_id: str
     config: AgentConfig
     tools: ToolRegistry
     tool_policy: ToolPolicy
@@ -145,6 +159,13 @@ class RunnerParts(Protocol):
     @property
     def tool_calls(self) -> ToolCallPipeline: ...
 
+    @property
+    def approvals(self) -> ApprovalBroker: ...
+
+    def runner_for(self, provider: ModelProvider | None = None, **options: Any) -> Any:
+        """Another runner on these parts (a sub-agent's)."""
+        ...
+
 
 class TurnFailed(Exception):
     """Stops a turn: ``agent_end(success=False, error=str(exc))``."""
@@ -182,6 +203,20 @@ class Turn:
     steps: int = 0
     finalize: FinalizeRetryTracker = field(default_factory=FinalizeRetryTracker)
     started: float = field(default_factory=time.perf_counter)
+    loaded: bool = False
+    """Whether the session was loaded (it is, after ``before_model_resolve``); a turn
+    that stops before never saves over the stored session."""
+    media: list[dict[str, Any]] = field(default_factory=list)
+    """Attachments the turn's tool calls returned (generated media, files): delivered
+    in the reply payload's ``media``."""
+    spawn: Spawn | None = None
+    """Set on a sub-agent's turn: who spawned it and how deep it is."""
+    user_index: int | None = None
+    """Where this turn's user message is in the transcript (compaction keeps it)."""
+    subagent_runs: list[SubagentRun] = field(default_factory=list)
+    """The sub-agents this turn spawned (rolled up into its result)."""
+    subagents_started: int = 0
+    """Spawns this turn began (``agent.max_subagents_per_turn`` bounds it)."""
 
     @property
     def host(self) -> Any:
@@ -192,3 +227,23 @@ class Turn:
         """Raise :class:`TurnCancelled` when the abort signal fired."""
         if self.signal.aborted:
             raise TurnCancelled(str(self.signal.reason or "cancelled"))
+
+
+_CURRENT: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
+    "agentplug_current_turn", default=None
+)
+
+
+def current_turn() -> Turn | None:
+    """The turn running in this task (a tool the model calls sees the turn that called it)."""
+    return _CURRENT.get()
+
+
+def bind_turn(turn: Turn) -> contextvars.Token[Turn | None]:
+    """Make ``turn`` the current turn (the runner does this for each turn)."""
+    return _CURRENT.set(turn)
+
+
+def unbind_turn(token: contextvars.Token[Turn | None]) -> None:
+    """Undo :func:`bind_turn`."""
+    _CURRENT.reset(token)

@@ -7,7 +7,9 @@ as any channel (``inbound_claim``, ``message_received``, the turn, delivery with
 After each reply a compact trace shows which hooks ran, which plugin blocked, rewrote or
 asked for approval, and the timings; approvals are asked at the terminal. ``--trace``
 prints the trace as JSON lines instead (one object per hook, model call or tool call,
-then one ``{"turn": ...}`` summary). ``/quit`` or end of input ends the session
+then one ``{"turn": ...}`` summary). Lines starting with ``/`` are commands
+(:mod:`agentplug.cli.chat_commands`: ``/help``, ``/reset``, ``/new``, ``/sessions``,
+``/approve``) and never reach the model. ``/quit`` or end of input ends the session
 (``session_end``, then ``gateway_stop``).
 """
 
@@ -19,6 +21,7 @@ import json
 import sys
 from typing import Any
 
+from agentplug.cli.chat_commands import ChatState, dispatch
 from agentplug.core.config_lookup import CONFIG_HELP
 
 __all__ = ["add_chat_command", "cmd_chat"]
@@ -31,7 +34,8 @@ def add_chat_command(subparsers: Any) -> None:
         help="an interactive agent session against the configured model",
         description="Talk to the agent at the terminal: every line is one turn through the "
         "runner and the installed plugins; a compact trace follows each reply and approvals "
-        "are asked here. /quit or end of input ends the session.",
+        "are asked here. Lines starting with / are commands (/help lists them); /quit or "
+        "end of input ends the session.",
     )
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--model", metavar="PROVIDER/MODEL", help="override agent.model")
@@ -63,7 +67,9 @@ def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> Any:
         provider = ScriptedProvider(load_script(args.script))
         agent.setdefault("model", "scripted/script")
     # The store opens here: state.url must be reachable before the first turn (one line if
-    # not).
+    # not). Sessions persist in the CLI's state directory, as approvals and serve use it.
+    from agentplug.cli.approvals_store import state_dir
+
     return Gateway.from_config(
         config,
         load_plugins=not args.no_plugins,
@@ -71,6 +77,7 @@ def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> Any:
         provider=provider,
         channel=channel,
         agent=agent,
+        state_dir=state_dir(None, config.runtime.state_dir),
     )
 
 
@@ -97,6 +104,7 @@ async def _session(args: argparse.Namespace) -> int:
 
     gateway = _gateway(args, terminal, show)
     runner = gateway.runner
+    chat = ChatState(gateway, runner, args.session, _print)
     for problem in await gateway.start(host_name="agentplug chat"):
         print(f"agentplug chat: warning: {problem}", file=sys.stderr)
     if not args.trace:
@@ -113,12 +121,17 @@ async def _session(args: argparse.Namespace) -> int:
             text = line.strip()
             if not text:
                 continue
+            if text.startswith("/"):  # a command (/help, /reset, ...): never sent to the model
+                sent = await dispatch(text, chat)
+                if sent is None:
+                    continue
+                text = sent
             result = await runner.handle_inbound(
                 {
                     "content": text,
                     "channel": "chat",
                     "sender_id": _SENDER,
-                    "session_key": args.session,
+                    "session_key": chat.session_key,
                 }
             )
             if args.trace:

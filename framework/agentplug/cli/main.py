@@ -78,6 +78,10 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "an interactive agent session against the configured model",
         "agentplug.cli.chat:add_chat_command",
     ),
+    "sessions": (
+        "list, show or reset agent sessions (transcripts in the state store)",
+        "agentplug.cli.sessions:add_sessions_command",
+    ),
     "mcp-proxy": (
         "an MCP server (stdio) gating the tools of upstream MCP servers with the plugins",
         "agentplug.cli.mcp_proxy:add_mcp_proxy_command",

@@ -363,6 +363,8 @@ class Gateway:
         abandoned handlers and closes the store it opened."""
         from agentplug.services.lifecycle import ShutdownFinalizer
 
+        for runner in self._runners:  # background sub-agents end before their sessions do
+            await runner.subagents.aclose()
         finalizer = ShutdownFinalizer(
             self.host, self.active_sessions, cron=self.cron, sessions=self.sessions
         )

@@ -14,7 +14,11 @@ is not run again: delivery is at most once per tick.
 :class:`ClusterCron` runs jobs on that lease: ``add_job(job_id, every_ms, fn)``, then
 ``await cron.run()`` until :meth:`ClusterCron.stop`. It dispatches ``cron_changed``
 (``started`` / ``finished``) around each run and ``cron_reconciled`` whenever the leader
-it sees changes, with ``ctx.leader`` / ``ctx.is_leader`` naming it.
+it sees changes, with ``ctx.leader`` / ``ctx.is_leader`` naming it. Adding a job
+dispatches ``cron_changed`` ``added`` (``updated`` when the id was there), removing one
+``removed`` with its last snapshot, and a run that moves a job's next run time
+``scheduled`` with the new ``next_run_at_ms`` (all post-commit: after the scheduler
+holds the change).
 
 Ticks come from wall-clock time (``time.time()``), so the gateways' clocks must agree to
 well within ``lease_ms`` and a job's interval (NTP).
@@ -27,16 +31,20 @@ import contextlib
 import inspect
 import logging
 import math
-import os
-import secrets
-import socket
-import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentplug_hookspecs.lifecycle import CronJob, CronJobState
 
+from agentplug.services.cron_lease import (
+    LEASE_NAMESPACE,
+    TICKS_NAMESPACE,
+    CronLease,
+    default_node_id,
+    wall_ms,
+)
 from agentplug.services.lifecycle import CronService, Scheduler
 from agentplug.services.signals import AbortController, AbortSignal
 from agentplug.store.base import StateStore
@@ -44,165 +52,20 @@ from agentplug.store.base import StateStore
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
 
-__all__ = ["ClusterCron", "CronLease", "CronRun", "CronTick"]
+__all__ = [
+    "LEASE_NAMESPACE",
+    "TICKS_NAMESPACE",
+    "ClusterCron",
+    "CronLease",
+    "CronRun",
+    "CronTick",
+    "default_node_id",
+    "wall_ms",
+]
 
 log = logging.getLogger("agentplug.cron")
 
-LEASE_NAMESPACE = "cron.lease"
-"""Where lease records live (one key per lease name)."""
-TICKS_NAMESPACE = "cron.ticks"
-"""Where tick claims live (``<job_id>:<tick>``)."""
 _PRUNE_EVERY = 64  # claims between two sweeps of a job's old tick records
-
-
-def wall_ms() -> int:
-    """Wall-clock time in epoch milliseconds (what lease expiries and ticks compare)."""
-    return int(time.time() * 1000)
-
-
-def default_node_id() -> str:
-    """``<hostname>-<pid>-<random>``: unique per gateway process."""
-    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-
-
-def _tick_key(job_id: str, tick: int) -> str:
-    return f"{job_id}:{tick:016d}"
-
-
-class CronLease:
-    """The cron leader lease in a shared :class:`~agentplug.store.StateStore`.
-
-    One record per ``name`` holds ``{"node", "until_ms", "term"}``. :meth:`acquire`
-    takes it when it is absent, expired or already this node's, and renews it for
-    ``lease_ms``; while another node holds it unexpired, it returns ``False``. A node
-    trusts its own lease only ``lease_ms`` after the acquire *started* (a monotonic
-    clock), so it stops running jobs before any other node may take over.
-
-    Store errors (:class:`~agentplug.store.StateStoreUnavailable`) propagate; the lease
-    then counts as not held.
-    """
-
-    def __init__(
-        self,
-        store: StateStore,
-        node_id: str,
-        *,
-        lease_ms: int = 10_000,
-        name: str = "cron",
-        clock: Callable[[], int] = wall_ms,
-    ) -> None:
-        if lease_ms <= 0:
-            raise ValueError("lease_ms must be positive")
-        self.store = store
-        self.node_id = node_id
-        self.lease_ms = lease_ms
-        self.name = name
-        self.clock = clock
-        self.term = 0
-        """How many times the lease changed hands, as of this node's last acquire."""
-        self.holder: str | None = None
-        """The holder seen by the last :meth:`acquire` (``None`` before one, or on failure)."""
-        self._valid_until = 0.0
-
-    def _lock(self) -> str:
-        return f"cron.lease:{self.name}"
-
-    def acquire(self) -> bool:
-        """Take or renew the lease; ``True`` when this node holds it now."""
-        # The lease this node already holds stays trusted while the renewal runs (a job
-        # claiming a tick meanwhile must not see it as lost); it is dropped only when
-        # another node holds the lease or the store cannot be reached.
-        started = time.monotonic()
-        try:
-            with self.store.atomic(self._lock()):
-                record = self.store.get(LEASE_NAMESPACE, self.name)
-                now = self.clock()
-                if isinstance(record, dict):
-                    node, until = record.get("node"), int(record.get("until_ms") or 0)
-                    term = int(record.get("term") or 0)
-                else:
-                    node, until, term = None, 0, 0
-                if node is not None and node != self.node_id and until > now:
-                    self._valid_until = 0.0
-                    self.holder = str(node)
-                    self.term = term
-                    return False
-                if node != self.node_id:
-                    term += 1  # the lease changes hands (or is taken for the first time)
-                self.store.put(
-                    LEASE_NAMESPACE,
-                    self.name,
-                    {"node": self.node_id, "until_ms": now + self.lease_ms, "term": term},
-                )
-        except BaseException:
-            self._valid_until = 0.0
-            self.holder = None
-            raise
-        self._valid_until = started + self.lease_ms / 1000
-        self.holder = self.node_id
-        self.term = term
-        return True
-
-    def holds(self) -> bool:
-        """``True`` while the last successful :meth:`acquire` still covers this moment."""
-        return time.monotonic() < self._valid_until
-
-    def release(self) -> bool:
-        """Give the lease up (when this node holds it); ``True`` when it was removed.
-
-        Another node then takes it on its next poll instead of waiting for the expiry.
-        """
-        self._valid_until = 0.0
-        with self.store.atomic(self._lock()):
-            record = self.store.get(LEASE_NAMESPACE, self.name)
-            if isinstance(record, dict) and record.get("node") == self.node_id:
-                self.store.delete(LEASE_NAMESPACE, self.name)
-                self.holder = None
-                return True
-        return False
-
-    def leader(self) -> str | None:
-        """The node holding the lease now, read from the store (``None`` when none does)."""
-        record = self.store.get(LEASE_NAMESPACE, self.name)
-        if not isinstance(record, dict) or int(record.get("until_ms") or 0) <= self.clock():
-            return None
-        node = record.get("node")
-        return None if node is None else str(node)
-
-    def claim_tick(self, job_id: str, tick: int) -> bool:
-        """Claim one tick of a job; ``True`` for exactly one caller across the cluster.
-
-        Returns ``False`` without touching the store when this node does not hold the
-        lease. The claim stays: an interrupted run is never claimed (or run) again.
-        """
-        if not self.holds():
-            return False
-        record = {"node": self.node_id, "term": self.term, "claimed_ms": self.clock()}
-        return self.store.put_if_absent(TICKS_NAMESPACE, _tick_key(job_id, tick), record)
-
-    def finish_tick(self, job_id: str, tick: int, status: str, error: str | None = None) -> None:
-        """Record how a claimed tick's run ended (the claim stays in place)."""
-        record = {
-            "node": self.node_id,
-            "term": self.term,
-            "finished_ms": self.clock(),
-            "status": status,
-            "error": error,
-        }
-        self.store.put(TICKS_NAMESPACE, _tick_key(job_id, tick), record)
-
-    def tick_record(self, job_id: str, tick: int) -> Any | None:
-        """The claim (or finish) record of one tick, ``None`` when it was never claimed."""
-        return self.store.get(TICKS_NAMESPACE, _tick_key(job_id, tick))
-
-    def prune(self, job_id: str, before_tick: int) -> int:
-        """Delete a job's tick records older than ``before_tick``; return how many."""
-        removed = 0
-        for key, _value in self.store.items(TICKS_NAMESPACE, f"{job_id}:"):
-            _, _, raw = key.rpartition(":")
-            if raw.isdigit() and int(raw) < before_tick:
-                removed += int(self.store.delete(TICKS_NAMESPACE, key))
-        return removed
 
 
 @dataclass(frozen=True)
@@ -234,6 +97,8 @@ class CronRun:
     error: str | None = None
     """``<ExceptionType>: <message>`` when the job raised."""
 
+
+ChangeReason = Literal["added", "updated", "removed", "started", "finished", "scheduled"]
 
 JobFn = Callable[[CronTick], Any]
 """A job: ``fn(tick)``, sync (run in a worker thread) or async."""
@@ -298,6 +163,9 @@ class ClusterCron:
         self._store_down = False
         self._stopping = asyncio.Event()
         self._runs = AbortController()
+        self._changes: deque[tuple[CronJob, ChangeReason]] = deque()
+        self._flushing = asyncio.Lock()
+        self._flushes: set[asyncio.Task[int]] = set()
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -330,7 +198,7 @@ class ClusterCron:
             raise ValueError("job ids may not contain ':'")
         if catch_up_ms is None:
             catch_up_ms = min(every_ms, self.lease.lease_ms)
-        self._jobs[job_id] = _Job(
+        job = _Job(
             id=job_id,
             every_ms=every_ms,
             fn=fn,
@@ -338,12 +206,45 @@ class ClusterCron:
             end_ms=end_ms,
             catch_up_ms=max(0, catch_up_ms),
         )
-        return self.scheduler.put(CronJob(id=job_id, schedule=f"every {every_ms} ms"))
+        reason: ChangeReason = "updated" if job_id in self._jobs else "added"
+        self._jobs[job_id] = job
+        state = CronJobState(next_run_at_ms=_next_run_ms(job, wall_ms()))
+        snapshot = self.scheduler.put(
+            CronJob(id=job_id, schedule=f"every {every_ms} ms", state=state)
+        )
+        self._announce(snapshot, reason)
+        return snapshot
 
     def remove_job(self, job_id: str) -> CronJob | None:
         """Stop scheduling a job (a run in progress finishes); return its last snapshot."""
         self._jobs.pop(job_id, None)
-        return self.scheduler.remove(job_id)
+        snapshot = self.scheduler.remove(job_id)
+        if snapshot is not None:
+            self._announce(snapshot, "removed")
+        return snapshot
+
+    def _announce(self, snapshot: CronJob, reason: ChangeReason) -> None:
+        """Queue ``cron_changed`` for a change the scheduler now holds; dispatched at once
+        when a loop runs, else by the next :meth:`poll` (or :meth:`flush_changes`)."""
+        self._changes.append((snapshot, reason))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self.flush_changes())
+        self._flushes.add(task)  # referenced until it ends
+        task.add_done_callback(self._flushes.discard)
+
+    async def flush_changes(self) -> int:
+        """Dispatch the queued ``added`` / ``updated`` / ``removed`` changes, in the order
+        they happened; return how many."""
+        sent = 0
+        async with self._flushing:
+            while self._changes:
+                snapshot, reason = self._changes.popleft()
+                await self._dispatch_change(snapshot, reason)
+                sent += 1
+        return sent
 
     def runs(self, job_id: str) -> list[CronRun]:
         """The runs of a job on this gateway, oldest first."""
@@ -369,6 +270,7 @@ class ClusterCron:
         order); :meth:`run` does not wait for them, so the lease keeps being renewed
         while a job runs.
         """
+        await self.flush_changes()
         leading = await self._acquire()
         if leading:
             state: tuple[str | None, bool] = (self.node_id, True)
@@ -522,20 +424,24 @@ class ClusterCron:
         del job.runs[:-100]  # the last 100 are enough to look at
         return run
 
-    async def _changed(self, job: _Job, reason: Any, status: str | None, error: str | None) -> None:
+    async def _changed(
+        self, job: _Job, reason: ChangeReason, status: str | None, error: str | None
+    ) -> None:
         snapshot = self.scheduler.get(job.id)
         if snapshot is None:
             return
-        now = wall_ms()
-        since = max(0, now - job.start_ms)
-        next_ms: int | None = job.start_ms + (since // job.every_ms + 1) * job.every_ms
-        if job.end_ms is not None and next_ms is not None and next_ms >= job.end_ms:
-            next_ms = None
+        before = snapshot.state.next_run_at_ms
+        next_ms = _next_run_ms(job, wall_ms())
         update: dict[str, Any] = {"next_run_at_ms": next_ms}
         if status is not None:
             update |= {"last_run_status": status, "last_error": error}
         state = CronJobState.model_validate(snapshot.state.model_dump() | update)
         snapshot = self.scheduler.put(snapshot.model_copy(update={"state": state}))
+        await self._dispatch_change(snapshot, reason)
+        if next_ms != before:  # the committed next run moved: a hint to re-read it
+            await self._dispatch_change(snapshot, "scheduled")
+
+    async def _dispatch_change(self, snapshot: CronJob, reason: ChangeReason) -> None:
         try:
             await self.cron.changed(snapshot, reason)
         except Exception as exc:  # an observe hook never stops the scheduler
@@ -548,6 +454,16 @@ class ClusterCron:
         keep = span // job.every_ms + 2
         with contextlib.suppress(Exception):  # the next sweep removes them
             await asyncio.to_thread(self.lease.prune, job.id, tick - keep)
+
+
+def _next_run_ms(job: _Job, now: int) -> int | None:
+    """When ``job`` runs next after ``now`` (``None``: past its ``end_ms``)."""
+    if now < job.start_ms:
+        return job.start_ms
+    next_ms = job.start_ms + ((now - job.start_ms) // job.every_ms + 1) * job.every_ms
+    if job.end_ms is not None and next_ms >= job.end_ms:
+        return None
+    return next_ms
 
 
 async def _await(value: Awaitable[Any]) -> Any:

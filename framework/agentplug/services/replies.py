@@ -11,8 +11,18 @@
    :meth:`ReplyDispatcher.append_before_deliver` (each may return a replacement payload;
    a stage that raises or outlives its budget, 15 s by default, is skipped and logged,
    never cancelled: it keeps running, tracked like a timed-out hook handler);
-4. the channel (``channel(payload)``, sync or async); a failure is ``status="failed"``;
-5. ``message_sent`` with the delivery's success.
+4. ``before_dispatch`` on the outbound dispatch (text, recipient, channel, thread, the
+   payload without trust markers): a handler may rewrite the text for the handlers after
+   it and the channel, or take the dispatch (``handled``);
+5. ``reply_dispatch``, the final dispatch pipeline: a handler may take the dispatch;
+6. the channel (``channel(payload)``, sync or async), unless a dispatch hook took it
+   (``DeliveryResult.dispatched_by`` names the plugin; it counts as delivered); a
+   failure is ``status="failed"``;
+7. ``message_sent`` with the delivery's success.
+
+Both dispatch hooks run with or without a channel: a plugin that takes the dispatch
+sends the reply itself, and the host must not send it again (``status="delivered"``
+instead of ``ready``).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from agentplug.services.turns import (
     notify_sent,
     send_message,
     send_reply_payload,
+    strip_trust_markers,
 )
 
 if TYPE_CHECKING:
@@ -140,7 +151,8 @@ class ReplyDispatcher:
 
         ``payload`` holds extra payload fields (presentation, media, runtime trust
         markers); without ``channel`` the result is ``ready`` (hooks and stages ran,
-        nothing was sent and ``message_sent`` did not fire).
+        nothing was sent and ``message_sent`` did not fire), unless a dispatch hook took
+        the dispatch (``delivered``, ``dispatched_by``).
         """
         event = {"content": text, "to": to, "channel": channel_name}
         ready = await send_message(self.host, event, ctx)
@@ -159,31 +171,81 @@ class ReplyDispatcher:
         final = dict(shaped.payload or {})
         for stage in self._stages:
             final = await self._run_stage(stage, final)
-        content = str(final.get("text") or "")
         changed = ready.changed_by + shaped.changed_by
-        if channel is None:
+        final, dispatched_by = await self._dispatch(final, ctx, channel_name, to)
+        content = str(final.get("text") or "")
+        if dispatched_by is not None:
+            delivery = DeliveryResult(
+                status="delivered",
+                content=content,
+                payload=final,
+                changed_by=changed,
+                dispatched_by=dispatched_by,
+            )
+        elif channel is None:
             return DeliveryResult(
                 status="ready", content=content, payload=final, changed_by=changed
             )
+        else:
+            delivery = await self._send(channel, final, content, changed)
+        await notify_sent(self.host, delivery, event, ctx)
+        return delivery
+
+    async def _dispatch(
+        self, payload: dict[str, Any], ctx: Any, channel_name: str | None, to: str | None
+    ) -> tuple[dict[str, Any], str | None]:
+        """``before_dispatch`` then ``reply_dispatch``: the payload with the text they
+        rewrote, and the plugin that took the dispatch (``None``: the channel sends it).
+
+        Hooks no plugin implements are not dispatched (nothing could observe them, and a
+        reply is on the hot path of every turn)."""
+        host = self.host
+        before_handlers, final_handlers = host.plan("before_dispatch"), host.plan("reply_dispatch")
+        if not before_handlers and not final_handlers:
+            return payload, None
+        event = {
+            "content": str(payload.get("text") or ""),
+            "to": to,
+            "channel": channel_name,
+            "thread_id": getattr(ctx, "thread_id", None),
+            "payload": strip_trust_markers(payload),
+        }
+        if before_handlers:
+            before = (await host.hooks.before_dispatch(event, ctx)).outcome
+            if before.content is not None and before.content != event["content"]:
+                payload = {**payload, "text": before.content}
+                event = {
+                    **event,
+                    "content": before.content,
+                    "payload": strip_trust_markers(payload),
+                }
+            if before.handled:
+                return payload, before.plugin_id or "before_dispatch"
+        if final_handlers:
+            final = (await host.hooks.reply_dispatch(event, ctx)).outcome
+            if final.handled:
+                return payload, final.plugin_id or "reply_dispatch"
+        return payload, None
+
+    async def _send(
+        self, channel: Channel, final: dict[str, Any], content: str, changed: list[str]
+    ) -> DeliveryResult:
         try:
             receipt = channel(final)
             if inspect.isawaitable(receipt):
                 receipt = await receipt
         except Exception as exc:
-            delivery = DeliveryResult(
+            return DeliveryResult(
                 status="failed",
                 content=content,
                 error=type(exc).__name__,
                 payload=final,
                 changed_by=changed,
             )
-        else:
-            delivery = DeliveryResult(
-                status="delivered",
-                content=content,
-                receipt=receipt,
-                payload=final,
-                changed_by=changed,
-            )
-        await notify_sent(self.host, delivery, event, ctx)
-        return delivery
+        return DeliveryResult(
+            status="delivered",
+            content=content,
+            receipt=receipt,
+            payload=final,
+            changed_by=changed,
+        )

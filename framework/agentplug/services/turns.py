@@ -55,6 +55,7 @@ __all__ = [
     "send_message",
     "send_message_legacy",
     "send_reply_payload",
+    "strip_trust_markers",
 ]
 
 log = logging.getLogger("agentplug.turns")
@@ -323,6 +324,9 @@ class DeliveryResult(BaseModel):
     changed_by: list[str] = Field(default_factory=list)
     payload: dict[str, Any] | None = None
     """The reply payload handed to the channel (reply dispatcher deliveries only)."""
+    dispatched_by: str | None = None
+    """The plugin whose ``before_dispatch`` or ``reply_dispatch`` handler took the
+    dispatch and sent the reply itself (the channel was not called)."""
 
     @property
     def suppressed(self) -> bool:

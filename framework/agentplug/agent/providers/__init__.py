@@ -30,6 +30,7 @@ from agentplug.agent.providers.base import (
 
 __all__ = [
     "PROVIDER_ENTRY_POINT_GROUP",
+    "SHIPPED_PROVIDERS",
     "ModelDelta",
     "ModelProvider",
     "ModelRequest",
@@ -58,6 +59,9 @@ _OPENAI_PRESETS: dict[str, dict[str, Any]] = {
         "api_key_env": "OPENROUTER_API_KEY",
     },
 }
+
+SHIPPED_PROVIDERS: tuple[str, ...] = ("scripted", "openai", *_OPENAI_PRESETS)
+"""The provider names agentplug ships (their options are checked with the config)."""
 
 
 def split_model(spec: str, default_provider: str = "scripted") -> tuple[str, str]:
