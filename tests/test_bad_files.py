@@ -2,7 +2,7 @@
 
 Issue 18 (items 1 and 4): the config loader, the scenario loader and the commands that
 read them (``doctor``, ``actions list``, ``run``, ``serve``) share one reader
-(:mod:`agentplug.core.datafiles`) with the same depth, number and size limits as the
+(:mod:`agentplug.config.datafiles`) with the same depth, number and size limits as the
 control API's request bodies, and one-line errors.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agentplug.core.config import ConfigError, ConfigFileError, load_config
-from agentplug.core.datafiles import MAX_DEPTH, DataFileError, parse_json, read_data_file
+from agentplug.config.datafiles import MAX_DEPTH, DataFileError, parse_json, read_data_file
+from agentplug.config.model import ConfigError, ConfigFileError, load_config
 from agentplug.testing.scenario import ScenarioError, load_scenario
 
 WAIT_S = 120.0

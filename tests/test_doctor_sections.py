@@ -16,7 +16,7 @@ import pytest
 from agentplug import PluginHost
 from agentplug.actions.config_check import check_config, checked_sections
 from agentplug.cli.main import main
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import ConfigError
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import ConfigError
 from agentplug.store import open_store_url, store_from_config
 from agentplug.store.base import SCHEMA_VERSION

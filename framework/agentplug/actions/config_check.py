@@ -29,7 +29,7 @@ from agentplug.actions.builtins.media.settings import AvatarSettings, EmoteSetti
 from agentplug.actions.custom.loading import CustomActionConfigError, read_custom_action_defs
 from agentplug.actions.custom.models import CONFIG_KEY
 from agentplug.actions.runtime import operator_ssrf_policy
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import ConfigError
 from agentplug.plugins.ejected import plugin_settings
 from agentplug.services.install import POLICY_KEYS, InstallPolicy

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentplug.api.extra import API_EXTRA, missing_api_modules
 from agentplug.api.loopback import is_loopback_name
-from agentplug.core.config import AgentplugConfig
-from agentplug.core.config_lookup import CONFIG_HELP, resolve_config
+from agentplug.config.lookup import CONFIG_HELP, resolve_config
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import AgentplugError, one_line
 
 if TYPE_CHECKING:

@@ -80,7 +80,7 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
-    from agentplug.core.config_lookup import CONFIG_HELP
+    from agentplug.config.lookup import CONFIG_HELP
 
     parser.add_argument(
         "--state-dir",

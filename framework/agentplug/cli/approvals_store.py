@@ -29,7 +29,7 @@ def open_configured_store(args: argparse.Namespace, command: str) -> tuple[Any |
     ``<state dir>/state.sqlite3`` (``None`` when that file does not exist: nothing is
     created). A bad URL or an unreachable database ends the command with one line.
     """
-    from agentplug.core.config_lookup import resolve_config
+    from agentplug.config.lookup import resolve_config
     from agentplug.store import (
         StateStoreUnavailable,
         StateUrlError,

@@ -18,8 +18,8 @@ from agentplug.cli.common import (
     verbose,
 )
 from agentplug.cli.reference import hook_summary
-from agentplug.core.config import AgentplugConfig, load_config
-from agentplug.core.config_lookup import CONFIG_HELP, locate_config
+from agentplug.config.lookup import CONFIG_HELP, locate_config
+from agentplug.config.model import AgentplugConfig, load_config
 from agentplug.core.errors import ConfigError
 from agentplug.core.host import HookHost
 from agentplug.core.overruns import overrun_notes

@@ -19,7 +19,7 @@ import json
 import sys
 from typing import Any
 
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.config.lookup import CONFIG_HELP
 
 __all__ = ["add_chat_command", "cmd_chat"]
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from agentplug.core.errors import one_line
 
 if TYPE_CHECKING:  # config models load when a command reads its config, not for --help
-    from agentplug.core.config import AgentplugConfig
-    from agentplug.core.config_lookup import ConfigSource
+    from agentplug.config.lookup import ConfigSource
+    from agentplug.config.model import AgentplugConfig
     from agentplug.gateway import Gateway
 
 __all__ = [
@@ -114,7 +114,7 @@ def error_line(args: argparse.Namespace | str, message: str) -> str:
 def command_config(args: argparse.Namespace) -> tuple[AgentplugConfig, ConfigSource]:
     """The command's config through the one lookup (``--config``, ``$AGENTPLUG_CONFIG``,
     ``./agentplug.{toml,yaml,json}``, none); ``-v`` says which file on stderr."""
-    from agentplug.core.config_lookup import resolve_config
+    from agentplug.config.lookup import resolve_config
 
     return resolve_config(getattr(args, "config", None), verbose=verbose(args))
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from agentplug.cli.common import EXIT_FAILED, EXIT_OK, walk_parsers
 from agentplug.cli.reference import render_hook_reference
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.model import AgentplugConfig
 
 __all__ = ["add_docs_commands", "render_cli_reference"]
 

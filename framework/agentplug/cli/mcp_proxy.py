@@ -43,7 +43,7 @@ from agentplug.agent.config import agent_config
 from agentplug.agent.mcp import MCP_EXTRA, McpError, McpToolSource, connect_servers
 from agentplug.agent.pipeline import CallIds, ToolRequest
 from agentplug.agent.tools import Tool
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.config.lookup import CONFIG_HELP
 from agentplug.core.errors import AgentplugError
 
 if TYPE_CHECKING:

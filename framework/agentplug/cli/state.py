@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentplug.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_config, error_line
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.config.lookup import CONFIG_HELP
 from agentplug.store import (
     STATE_URL_ENV,
     StateStoreUnavailable,

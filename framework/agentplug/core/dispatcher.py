@@ -18,8 +18,8 @@ from typing import Any
 from agentplug_hookspecs import Context, Event, HookDecl, HookKind
 from agentplug_hookspecs.common import ObserveOutcome
 
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.concurrent import run_concurrent
-from agentplug.core.config import AgentplugConfig
 from agentplug.core.fastpath import run_fast_path
 from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log

@@ -1,6 +1,12 @@
-"""Exceptions raised by the runtime. Each message names what, where, and what to do."""
+"""Exceptions raised by the runtime. Each message names what, where, and what to do.
+
+The base class, :class:`AgentplugError`, and :class:`ConfigError` are defined in the
+config layer (:mod:`agentplug.config.errors`, below the core) and re-exported here.
+"""
 
 from __future__ import annotations
+
+from agentplug.config.errors import AgentplugError, ConfigError, printable
 
 __all__ = [
     "AgentplugError",
@@ -12,31 +18,6 @@ __all__ = [
     "one_line",
     "printable",
 ]
-
-
-class AgentplugError(Exception):
-    """Base of every agentplug error."""
-
-
-def printable(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (``\\n``,
-    ``\\x85``), so that a key or a value taken from a file cannot break an error message
-    into lines of its own."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
-
-
-class ConfigError(AgentplugError):
-    """Operator configuration is invalid. ``issues`` lists ``(key, problem)`` pairs."""
-
-    def __init__(self, issues: list[tuple[str, str]], source: str | None = None) -> None:
-        self.issues = issues
-        self.source = source
-        where = f" in {printable(source)}" if source else ""
-        lines = [f"invalid agentplug configuration{where}:"]
-        lines += [f"  {printable(key)}: {printable(problem)}" for key, problem in issues]
-        super().__init__("\n".join(lines))
 
 
 class PluginLoadError(AgentplugError):

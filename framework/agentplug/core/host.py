@@ -28,7 +28,7 @@ from agentplug_hookspecs import (
     deep_freeze,
 )
 
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.dispatcher import HookDispatcher
 from agentplug.core.errors import (
     AgentplugError,

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import agentplug.security.execenv  # noqa: F401  (registers the ``exec_env`` outcome filter)
-from agentplug.core.config import AgentplugConfig, load_config
+from agentplug.config.model import AgentplugConfig, load_config
 from agentplug.core.host import HookApi, HookHost, PluginRecord
 
 if TYPE_CHECKING:

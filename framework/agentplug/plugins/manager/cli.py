@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.config.lookup import CONFIG_HELP
 from agentplug.plugins.ejected import DEFAULT_STATE_DIR, STATE_DIR_ENV, plugin_settings
 from agentplug.plugins.manager.facade import PluginManager
 from agentplug.plugins.manager.reports import PluginManagerError, UnknownPluginError
@@ -22,7 +22,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _cli_manager(args: argparse.Namespace, with_host: bool) -> PluginManager:
-    from agentplug.core.config_lookup import resolve_config
+    from agentplug.config.lookup import resolve_config
     from agentplug.core.host import PluginHost
 
     config, _ = resolve_config(
@@ -51,7 +51,7 @@ def _emit(args: argparse.Namespace, payload: Any, text: str) -> None:
 
 
 def _plugin_list(args: argparse.Namespace) -> int:
-    from agentplug.core.config_lookup import resolve_config
+    from agentplug.config.lookup import resolve_config
     from agentplug.core.host import PluginHost
 
     config, _ = resolve_config(
