@@ -36,8 +36,11 @@ def _token(args: argparse.Namespace) -> str | None:
     elif os.environ.get(TOKEN_ENV):
         token = os.environ[TOKEN_ENV].strip()
     else:
-        path = args.resolve_state_dir(args.state_dir) / "api-token"
-        token = path.read_text(encoding="utf-8").strip() if path.exists() else None
+        from agentplug.cli.approvals_store import approvals_location
+
+        folder = approvals_location(args).state_dir
+        path = folder / "api-token" if folder is not None else None
+        token = path.read_text(encoding="utf-8").strip() if path and path.exists() else None
     register_secret(token)
     return token
 
@@ -74,23 +77,26 @@ def _store(args: argparse.Namespace) -> Any:
     store, where = open_configured_store(args, args.approvals_command)
     if store is None:
         raise SystemExit(
-            f"agentplug approvals: no state store in {where}; pass --state-dir, --state-url "
-            "or --api URL (a running host)"
+            f"agentplug approvals {args.approvals_command}: error: no state store yet ({where}); "
+            "pass --state-dir, --state-url or --api URL (a running host)"
         )
     return store
 
 
-def _pending_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _pending_rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
     if args.api:
         rows: list[dict[str, Any]] = _request(args, "GET", "/api/approvals")["pending"]
-        return rows
+        return rows, f"control API {args.api}"
+    from agentplug.cli.approvals_store import open_configured_store
     from agentplug.services.approvals.shared import expire_pending, list_pending
     from agentplug.store import StateStoreUnavailable
 
-    store = _store(args)
+    store, where = open_configured_store(args, "pending")
+    if store is None:
+        return [], where  # a fresh folder: nothing asked yet
     try:
         expire_pending(store, by="cli")
-        return list_pending(store)
+        return list_pending(store), where
     except StateStoreUnavailable as exc:
         raise SystemExit(f"agentplug approvals pending: {exc}") from None
     finally:
@@ -99,12 +105,12 @@ def _pending_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def cmd_pending(args: argparse.Namespace) -> int:
     """List the approvals the gateways await."""
-    pending = _pending_rows(args)
+    pending, where = _pending_rows(args)
     if args.json:
         print(json.dumps(pending, indent=2))
         return 0
     if not pending:
-        print("no pending approvals")
+        print(f"no pending approvals; {where}")
         return 0
     for item in pending:
         offered = "|".join(item.get("allowed_decisions") or [])

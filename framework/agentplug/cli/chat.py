@@ -42,8 +42,7 @@ def add_chat_command(subparsers: Any) -> None:
     )
     p.add_argument("--session", metavar="KEY", default="agent:main:chat:terminal")
     p.add_argument("--trace", action="store_true", help="print the trace as JSON lines")
-    p.add_argument("--no-plugins", action="store_true", help="do not load installed plugins")
-    p.set_defaults(func=cmd_chat)
+    p.set_defaults(func=cmd_chat, reports_load_errors=True)
 
 
 def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> Any:
@@ -66,7 +65,7 @@ def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> Any:
     # not).
     return Gateway.from_config(
         config,
-        load_plugins=not args.no_plugins,
+        load_plugins=True,  # --no-plugins / $AGENTPLUG_DISABLE_PLUGINS: the loader's switch
         resolver=resolver,
         provider=provider,
         channel=channel,

@@ -14,13 +14,14 @@ loads the file and, when asked, says on stderr which file it used (``agentplug -
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
+
+from agentplug.config.suggest import did_you_mean
 
 if TYPE_CHECKING:  # the config models load when a config is read, not at import
     from agentplug.config.model import AgentplugConfig
@@ -114,11 +115,9 @@ def top_level_typos(config: AgentplugConfig) -> list[str]:
     )
     notes = []
     for key in config.model_extra or {}:
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-        if close:
-            notes.append(
-                f"top-level key {key!r} is not an agentplug setting; did you mean {close[0]!r}?"
-            )
+        hint = did_you_mean(key, known, cutoff=0.75)
+        if hint:
+            notes.append(f"top-level key {key!r} is not an agentplug setting{hint}")
     return notes
 
 

@@ -16,7 +16,6 @@ Shape (snake_case or the seed's camelCase)::
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +26,7 @@ from pydantic.alias_generators import to_camel
 
 from agentplug.config.datafiles import DataFileError, read_data_file
 from agentplug.config.errors import ConfigError
+from agentplug.config.issues import ConfigIssue, shown, validation_issues
 
 __all__ = [
     "AgentplugConfig",
@@ -37,6 +37,7 @@ __all__ = [
     "PluginsConfig",
     "RuntimeSettings",
     "StateSettings",
+    "config_rule",
     "load_config",
 ]
 
@@ -157,43 +158,22 @@ class AgentplugConfig(BaseModel):
 _DEFAULT_ENTRY = PluginEntry()
 
 
-def _issues(exc: ValidationError) -> list[tuple[str, str]]:
-    issues: list[tuple[str, str]] = []
-    for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"]) or "<root>"
-        if key.lower().endswith(("timeout_ms", "timeoutms")) or ".timeouts." in key:
-            problem = (
-                f"must be a positive integer of at most {MAX_TIMEOUT_MS} (milliseconds); "
-                f"got {err.get('input')!r}"
-            )
-        elif err["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(err["loc"][-1]), _keys_at(err["loc"][:-1]), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "check the spelling"
-            problem = f"unknown setting; {hint} (see `agentplug config schema`)"
-        elif key == "state.url":
-            # The URL may hold a password: name the scheme only.
-            got = str(err.get("input")).split("://")[0].split(":")[0]
-            problem = f"{err['msg'].removeprefix('Value error, ')} (got scheme {got!r})"
-        else:
-            problem = f"{err['msg']} (got {err.get('input')!r})"
-        issues.append((key, problem))
-    return issues
+def config_rule(key: str, err: Mapping[str, Any]) -> str | None:
+    """The base sections' own wording: timeouts say their unit and bound; ``state.url``
+    shows its scheme only (the URL may hold a password)."""
+    if key.lower().endswith(("timeout_ms", "timeoutms")) or ".timeouts." in key:
+        return (
+            f"must be a positive integer of at most {MAX_TIMEOUT_MS} (milliseconds); "
+            f"got {shown(err.get('input'))}"
+        )
+    if key == "state.url" and err["type"] != "extra_forbidden":
+        got = str(err.get("input")).split("://")[0].split(":")[0]
+        return f"{str(err['msg']).removeprefix('Value error, ')} (got scheme {got!r})"
+    return None
 
 
-def _keys_at(loc: tuple[Any, ...]) -> list[str]:
-    """The settings (names and camelCase aliases) of the section at ``loc``."""
-    model: Any = AgentplugConfig
-    for part in loc:
-        fields = getattr(model, "model_fields", None)
-        if fields is None:  # a free-form map such as plugins.entries: skip the key
-            model = getattr(model, "__args__", (None, None))[-1]
-            continue
-        info = next((f for n, f in fields.items() if part in (n, f.alias)), None)
-        if info is None:
-            return []
-        model = info.annotation
-    fields = getattr(model, "model_fields", None) or {}
-    return [*fields, *(f.alias for f in fields.values() if f.alias)]
+def _issues(exc: ValidationError) -> list[ConfigIssue]:
+    return validation_issues(exc, AgentplugConfig, rule=config_rule)
 
 
 class ConfigFileError(ConfigError):

@@ -15,6 +15,7 @@ __all__ = [
     "HookSignatureError",
     "PluginLoadError",
     "UnknownHookError",
+    "load_error_line",
     "one_line",
     "printable",
 ]
@@ -50,3 +51,38 @@ def one_line(exc: BaseException) -> str:
         parts = [f"{key}: {problem}" for key, problem in issues]
         return " ".join(f"{headline}: {'; '.join(parts)}".split()) if parts else headline
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _loader_folders() -> tuple[str, ...]:
+    """Folders whose frames are the machinery that loaded a plugin, not its own code."""
+    import importlib
+    import os
+
+    import pluggy
+
+    folders = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # agentplug
+    folders += [os.path.dirname(os.path.abspath(m.__file__ or "")) for m in (pluggy, importlib)]
+    return tuple(folder + os.sep for folder in folders)
+
+
+def load_error_line(error: PluginLoadError) -> str:
+    """A plugin load error as one line that says where: ``plugin 'x': import failed:
+    NameError(...) (at /path/plugin.py:12)``, the place in the plugin's own code that
+    raised (the file and line of a syntax error); no place when none is known."""
+    cause = error.__cause__
+    where = None
+    if isinstance(cause, SyntaxError) and cause.filename:
+        where = f"{cause.filename}:{cause.lineno}"
+    elif cause is not None and cause.__traceback__ is not None:
+        import traceback
+
+        machinery = _loader_folders()
+        frames = [
+            frame
+            for frame in traceback.extract_tb(cause.__traceback__)
+            if not frame.filename.startswith(machinery) and not frame.filename.startswith("<")
+        ]
+        if frames:
+            where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    line = one_line(error)
+    return f"{line} (at {where})" if where else line

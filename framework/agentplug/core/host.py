@@ -8,7 +8,6 @@ API); the core's own tests and tools can use :class:`HookHost` alone.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import logging
 import warnings
@@ -29,6 +28,7 @@ from agentplug_hookspecs import (
 )
 
 from agentplug.config.model import AgentplugConfig
+from agentplug.config.suggest import did_you_mean
 from agentplug.core.dispatcher import HookDispatcher
 from agentplug.core.errors import (
     AgentplugError,
@@ -36,6 +36,7 @@ from agentplug.core.errors import (
     HookSignatureError,
     PluginLoadError,
     UnknownHookError,
+    load_error_line,
 )
 from agentplug.core.facade import HookFacade
 from agentplug.core.markers import HandlerOptions, check_timeout_ms
@@ -274,8 +275,7 @@ class HookHost(HookDispatcher):
         return names
 
     def _unknown_hook_message(self, hook: str) -> str:
-        close = difflib.get_close_matches(hook, list(self._decls), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(hook, self._decls)
         return (
             f"implements unknown hook {hook!r}{hint} (run `agentplug hooks` for the list, "
             "or mark it optional=True if another package declares it)"
@@ -368,11 +368,19 @@ class HookHost(HookDispatcher):
         (``plugins.enabled``, ``allow``, ``deny``, ``entries.<id>.enabled``) apply before
         any plugin code is imported. A plugin that fails (import error, bad signature,
         unknown hook, failing ``register``) is recorded in :attr:`load_errors` with its
-        id and cause; the others still load. ``before_import(plugin_id)`` runs before a
+        id and cause; the others still load (``$AGENTPLUG_DISABLE_PLUGINS`` loads none).
+        ``before_import(plugin_id)`` runs before a
         plugin's code is imported (a gateway's plugin sources put an ejected copy first).
         """
-        from agentplug.core.loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
+        from agentplug.core.loader import (
+            ENTRY_POINT_GROUP,
+            HOOKSPEC_GROUP,
+            discover,
+            installed_plugins_disabled,
+        )
 
+        if installed_plugins_disabled():  # the one switch: $AGENTPLUG_DISABLE_PLUGINS
+            return []
         for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
             if spec.name in self._hookspec_sources:
                 continue  # a reload: these hooks are declared already
@@ -433,7 +441,13 @@ class HookHost(HookDispatcher):
         self.load_errors.append(error)
         failed = {"distribution": distribution, "version": version, "error": cause}
         self.failed_plugins.append(PluginRecord(plugin_id=plugin_id, bundled=False, **failed))
-        log.error("%s (the other plugins still load)", error)
+        # Commands report load errors themselves (one line with the place); the log record
+        # says so, so that the command line does not print the error twice.
+        log.error(
+            "%s (the other plugins still load)",
+            load_error_line(error),
+            extra={"agentplug_load_error": True},
+        )
 
     def unregister(self, plugin_id: str) -> None:
         """Remove a plugin and all its handlers."""
