@@ -317,6 +317,8 @@ class ToolCallPipeline:
                 approval=decision.approval_resolution,
                 approval_requested_by=decision.approval.plugin_id if decision.approval else None,
                 approval_by=decision.approval_by,
+                # What the model is told (public): the confidential reason never gets here.
+                reason=None if decision.allowed else _clip(decision.reason),
                 env_kept=sorted(env.get("kept", {})) if env else None,
                 env_dropped=[d["key"] for d in env.get("dropped", [])] if env else None,
             )

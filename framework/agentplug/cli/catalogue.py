@@ -118,6 +118,8 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 f"  {h['hook']:<30} priority {h['priority']:>4}  timeout {h['timeout_ms']} ms"
                 f" ({h['timeout_source']}){gate}"
             )
+        for note in r.get("notes", []):
+            print(f"  note: {note}")
         for w in r.get("warnings", []):
             if w not in gates:  # a refused hook is shown once, on its BLOCKED line
                 print(f"  warning: {w}")
@@ -201,6 +203,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if pid not in {r.plugin_id for r in host.plugins} and entry.enabled:
             notes.append(f"plugins.entries.{pid}: configured but no such plugin is installed")
     for record in host.plugins:
+        notes += [f"{record.plugin_id}: {n}" for n in record.notes]
         notes += [f"{record.plugin_id}: {w}" for w in record.warnings]
         notes += [f"{record.plugin_id}: warning: {w}" for w in overrun_notes(record.plugin_id)]
     print(f"hooks declared: {len(host.declarations)}; plugins loaded: {len(host.plugins)}")

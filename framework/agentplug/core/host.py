@@ -37,6 +37,7 @@ from agentplug.core.errors import (
     PluginLoadError,
     UnknownHookError,
     load_error_line,
+    printable,
 )
 from agentplug.core.facade import HookFacade
 from agentplug.core.markers import HandlerOptions, check_timeout_ms
@@ -63,6 +64,8 @@ from agentplug.core.sync import SyncHost
 __all__ = ["ApiFactory", "HookApi", "HookHost", "PluginRecord"]
 
 log = logging.getLogger("agentplug.host")
+MAX_NOTE_CHARS = 300
+"""Longest ``api.note`` line kept."""
 
 
 class HookApi:
@@ -137,6 +140,14 @@ class HookApi:
         will run, and stay quiet about the rest)."""
         decl = self._host.declarations.get(hook)
         return decl is not None and self._host._gate(decl, self.plugin_id) is None
+
+    def note(self, text: str) -> None:
+        """Tell the operator something this plugin does beyond its hooks, once, in one line
+        (``"writes one line per hook call to /var/log/audit.jsonl"``): ``agentplug chat``'s
+        banner, ``agentplug plugins`` and ``agentplug doctor`` show it."""
+        line = " ".join(printable(str(text)).split())[:MAX_NOTE_CHARS]
+        if line and line not in self._record.notes:
+            self._record.notes.append(line)
 
     def warn_deprecated(self, old: str, new: str) -> None:
         """Warn once that this plugin uses ``old``, naming ``new``."""
