@@ -26,6 +26,8 @@ from agentplug.store import STATE_URL_ENV
 __all__ = ["STATE_URL_ENV", "TOKEN_ENV", "add_remote_commands", "cmd_pending", "cmd_resolve"]
 
 TOKEN_ENV = "AGENTPLUG_API_TOKEN"
+DECISIONS = ("allow-once", "allow-always", "deny")
+"""What a person may answer (a plugin may offer fewer: the store refuses the others)."""
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -154,8 +156,17 @@ def add_remote_commands(
     ):
         p = sub.add_parser(name, help=helptext)
         if name == "resolve":
-            p.add_argument("approval_id", metavar="APPROVAL_ID")
-            p.add_argument("decision", metavar="DECISION", help="allow-once, allow-always, deny")
+            p.add_argument(
+                "approval_id",
+                metavar="APPROVAL_ID",
+                help="the id `agentplug approvals pending` shows",
+            )
+            p.add_argument(
+                "decision",
+                metavar="DECISION",
+                choices=DECISIONS,
+                help="allow-once, allow-always or deny",
+            )
             p.set_defaults(func=cmd_resolve)
         else:
             p.add_argument("--json", action="store_true", help="print JSON")

@@ -41,6 +41,7 @@ def cmd_hooks(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(rows)
         return EXIT_OK
+    print(f"{'HOOK':<32} {'KIND':<9} {'TIMEOUT':>8} {'ON FAILURE':<12} GATES")
     for r in rows:
         gates = ",".join(g for g in ("conversation", "prompt") if r[f"{g}_gate"]) or "-"
         removal = f"removed in {r['removed_in']}; " if r["removed_in"] else ""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentplug.config.suggest import did_you_mean
@@ -50,9 +50,22 @@ EXIT_USAGE = 2
 
 
 class AgentplugArgumentParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line naming the fix (exit 2)."""
+    """An argument parser whose usage errors are one line naming the fix (exit 2): a
+    did-you-mean for a misspelt command, option or choice, and the ``--help`` of the
+    command the mistake is in."""
+
+    _argv: list[str] | None = None
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # Remembered for error(): the top parser's unknown-argument error names the
+        # command the mistake is in.
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        where: argparse.ArgumentParser = self
         choices = _subcommand_choices(self)
         if choices and message.startswith("the following arguments are required"):
             message = f"choose a command: {', '.join(choices)}"
@@ -60,8 +73,33 @@ class AgentplugArgumentParser(argparse.ArgumentParser):
         if wrong and choices:
             hint = did_you_mean(wrong.group(1), choices)
             message = f"unknown command {wrong.group(1)!r}{hint} (commands: {', '.join(choices)})"
-        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        elif wrong:  # an argument's value outside its choices
+            offered = re.findall(r"'([^']*)'", message.split("choose from", 1)[-1])
+            hint = did_you_mean(wrong.group(1), offered)
+            argument = message.split(": invalid choice", 1)[0]
+            message = f"{argument}: {wrong.group(1)!r} is not one of {', '.join(offered)}{hint}"
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown and self._argv is not None:
+            where = _command_parser(self, self._argv)
+            first = unknown.group(1).split()[0]
+            options = [o for a in where._actions for o in a.option_strings if o.startswith("--")]
+            hint = did_you_mean(first.split("=")[0], options) if first.startswith("-") else ""
+            message = f"unknown argument {first!r} for `{where.prog}`{hint}"
+        print(f"{self.prog}: error: {message} (see `{where.prog} --help`)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+
+
+def _command_parser(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> argparse.ArgumentParser:
+    """The parser of the command ``argv`` runs (``agentplug approvals list`` for
+    ``["approvals", "list", ...]``): the words that name subcommands, in order."""
+    for word in argv:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction) and word in action.choices:
+                parser = action.choices[word]
+                break
+    return parser
 
 
 def _subcommand_choices(parser: argparse.ArgumentParser) -> list[str]:

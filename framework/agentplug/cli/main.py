@@ -27,6 +27,7 @@ from agentplug.cli.common import (
     one_line,
     verbose,
 )
+from agentplug.cli.examples import add_examples
 from agentplug.core.errors import AgentplugError
 
 __all__ = ["build_parser", "main"]
@@ -37,8 +38,11 @@ _DESCRIPTION = (
 )
 _EPILOG = (
     "Config: --config FILE, else $AGENTPLUG_CONFIG, else ./agentplug.toml, ./agentplug.yaml "
-    "or ./agentplug.json, else none (-v says which). Exit status: 0 done, 1 failed, 2 usage "
-    "error. Reference: docs/cli.md."
+    "or ./agentplug.json, else none (-v says which). State: --state-dir, else "
+    "$AGENTPLUG_STATE_DIR, else runtime.state_dir, else ./.agentplug-state. "
+    "AGENTPLUG_DISABLE_PLUGINS=1 (or --no-plugins) loads no installed plugin. Exit status: "
+    "0 done, 1 failed, 2 usage error or invalid config. Each command has examples in "
+    "`agentplug COMMAND --help`; `agentplug completion bash|zsh|fish` prints shell completion."
 )
 
 
@@ -96,9 +100,13 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
         "run a command and restart it while it exits with 75 (RESTART_AGENT)",
         "agentplug.plugins.supervisor:add_supervisor_command",
     ),
+    "completion": (
+        "print a shell completion script (bash, zsh or fish)",
+        "agentplug.cli.completion:add_completion_command",
+    ),
 }
 # Commands that need the whole tree (``docs cli`` renders every command).
-_NEEDS_EVERY_GROUP = frozenset({"docs"})
+_NEEDS_EVERY_GROUP = frozenset({"docs", "completion"})
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -128,6 +136,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         registered.add(target)
     add_verbose_options(parser)
     add_plugin_switch(parser)
+    add_examples(parser)
     parser.set_defaults(parser=parser)  # `agentplug docs cli` renders this very tree
     return parser
 

@@ -48,7 +48,8 @@ def one_line(exc: BaseException) -> str:
     issues = getattr(exc, "issues", None)
     if isinstance(issues, list) and "\n" in str(exc):  # else the message is one line already
         headline = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
-        parts = [f"{key}: {problem}" for key, problem in issues]
+        # ``<file>`` stands for the file itself, which the headline names already.
+        parts = [problem if key == "<file>" else f"{key}: {problem}" for key, problem in issues]
         return " ".join(f"{headline}: {'; '.join(parts)}".split()) if parts else headline
     return " ".join(str(exc).split()) or type(exc).__name__
 
