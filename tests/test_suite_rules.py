@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,35 @@ def test_make_pytest_runs_in_parallel_and_keeps_the_stress_tests() -> None:
     rule = makefile.split("\npytest: ", 1)[1].split("\n\n", 1)[0]
     assert " -n " in rule  # pytest-xdist
     assert "not stress" not in rule  # CI runs `make test`: the stress tests run there
+    # One documented flag leaves them out locally: `make test SKIP_STRESS=1`.
+    assert "$(STRESS_ARGS)" in rule
+    assert 'STRESS_ARGS := $(if $(SKIP_STRESS),-m "not stress",)' in makefile
+    assert "SKIP_STRESS=1" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_parallel_run_prints_one_line_per_file_and_the_final_count(tmp_path: Path) -> None:
+    # Even with --durations and -q: the report a person reads at the end of `make pytest`.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "-q",
+            "--durations=3",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_suggest.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("[  1/1] tests/test_suggest.py: ") for line in lines), done.stdout
+    assert re.fullmatch(r"\d+ passed.* in [\d.]+s( \(.*\))?", lines[-1]), done.stdout
 
 
 # -- polling loops ------------------------------------------------------------------------
