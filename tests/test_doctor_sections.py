@@ -227,3 +227,32 @@ def test_every_command_refuses_an_invalid_config_naming_every_problem(
             and "agent.max_step: unknown setting; did you mean 'max_steps'?" in line
         )
         assert "runtim: unknown section; did you mean 'runtime'?" in line
+
+
+def test_config_schema_types_every_section_the_runtime_reads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["config", "schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    defs = schema["$defs"]
+
+    def model(node: dict[str, Any]) -> dict[str, Any]:
+        if node.get("type") == "array":
+            node = node["items"]
+        ref = node.get("$ref") or next(
+            (x["$ref"] for x in node.get("anyOf", []) if "$ref" in x), None
+        )
+        return defs[ref.rsplit("/", 1)[-1]] if ref else node
+
+    wanted = {
+        "plugins": "entries",
+        "runtime": "stateDir",
+        "state": "url",
+        "agent": "maxSteps",
+        "actions": "shell",
+        "security": "ssrf",
+        "customActions": "handler",
+    }
+    for section, key in wanted.items():
+        assert key in model(schema["properties"][section]).get("properties", {}), section
+    assert model(schema["properties"]["agent"])["additionalProperties"] is False

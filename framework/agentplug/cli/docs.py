@@ -14,7 +14,6 @@ from typing import Any
 from agentplug.cli.common import EXIT_FAILED, EXIT_OK, walk_parsers
 from agentplug.cli.examples import EXAMPLES_HEADING
 from agentplug.cli.reference import render_hook_reference
-from agentplug.config.model import AgentplugConfig
 
 __all__ = ["add_docs_commands", "render_cli_reference"]
 
@@ -158,8 +157,11 @@ def cmd_docs_cli(args: argparse.Namespace) -> int:
 
 
 def cmd_config_schema(args: argparse.Namespace) -> int:
-    """The JSON Schema of the operator config."""
-    print(json.dumps(AgentplugConfig.model_json_schema(by_alias=True), indent=2))
+    """The JSON Schema of the whole operator config (every section, each with the model
+    the runtime reads it with)."""
+    from agentplug.gateway.operator_config import config_schema
+
+    print(json.dumps(config_schema(), indent=2))
     return EXIT_OK
 
 
@@ -185,7 +187,13 @@ def add_docs_commands(sub: Any) -> None:
     """``config schema``, ``docs hooks``, ``docs cli`` and ``dev codegen``."""
     p = sub.add_parser("config", help="operator config tools")
     csub = p.add_subparsers(dest="config_command", required=True)
-    c = csub.add_parser("schema", help="print the JSON Schema of the operator config")
+    c = csub.add_parser(
+        "schema",
+        help="print the JSON Schema of the operator config",
+        description="The JSON Schema of every section of the operator config (plugins, "
+        "runtime, state, agent, actions, security, customActions), with camelCase keys "
+        "(snake_case is accepted too); editors validate a config file with it.",
+    )
     c.set_defaults(func=cmd_config_schema)
 
     p = sub.add_parser("docs", help="documentation generators")
