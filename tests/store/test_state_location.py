@@ -1,19 +1,21 @@
 """One default state location, chosen by one rule (``agentplug.store.location``) and said
 the same way by every command (issue 28 item 4).
 
-Real ``agentplug`` subprocesses in a fresh folder: no config, no state environment.
+The ``agentplug`` commands run in a fresh folder, no config, no state environment (in
+this process: the rule spans no process; ``tests/store/test_state_commands.py`` runs
+the commands as subprocesses).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from agentplug import Gateway
+from agentplug.cli.main import main
 from agentplug.config.model import AgentplugConfig
 from agentplug.store import MemoryStore, SQLiteStore
 from agentplug.store.location import DEFAULT_STATE_DIR, state_location
@@ -25,18 +27,28 @@ DEFAULT_LINE = (
 CLEAN = ("AGENTPLUG_STATE_URL", "AGENTPLUG_STATE_DIR", "AGENTPLUG_CONFIG")
 
 
-def cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in CLEAN}
-    environ["AGENTPLUG_DISABLE_PLUGINS"] = "1"  # the example plugins are not the subject
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "agentplug.cli", *args],
-        cwd=cwd,
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@dataclass
+class Done:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., Done]:
+    for name in CLEAN:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AGENTPLUG_DISABLE_PLUGINS", "1")  # the examples are not the subject
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> Done:
+        code = main(list(args))
+        out = capsys.readouterr()
+        return Done(code, out.out, out.err)
+
+    return run
 
 
 @pytest.mark.parametrize(
@@ -50,29 +62,33 @@ def cli(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     ids=" ".join,
 )
 def test_every_command_says_the_same_default_state_line_in_a_fresh_folder(
-    command: list[str], tmp_path: Path
+    command: list[str], tmp_path: Path, cli: Callable[..., Done]
 ) -> None:
-    done = cli(tmp_path, *command)
+    done = cli(*command)
     assert done.returncode == 0, done.stdout + done.stderr
     assert DEFAULT_LINE in done.stdout, done.stdout
     assert not (tmp_path / DEFAULT_STATE_DIR).exists()  # looking creates nothing
 
 
-def test_state_check_on_the_defaults_of_a_fresh_folder_is_no_error(tmp_path: Path) -> None:
-    done = cli(tmp_path, "state", "check", "--json")
+def test_state_check_on_the_defaults_of_a_fresh_folder_is_no_error(
+    cli: Callable[..., Done],
+) -> None:
+    done = cli("state", "check", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert (report["created"], report["source"]) == (False, "default")
     assert report["url"] == "sqlite:///.agentplug-state/state.sqlite3"
 
 
-def test_what_one_command_writes_in_the_default_folder_the_others_find(tmp_path: Path) -> None:
-    migrated = cli(tmp_path, "state", "migrate")
+def test_what_one_command_writes_in_the_default_folder_the_others_find(
+    tmp_path: Path, cli: Callable[..., Done]
+) -> None:
+    migrated = cli("state", "migrate")
     assert migrated.returncode == 0, migrated.stderr
     assert (tmp_path / DEFAULT_STATE_DIR / "state.sqlite3").exists()
-    checked = cli(tmp_path, "state", "check")
+    checked = cli("state", "check")
     assert checked.returncode == 0 and "reachable: yes" in checked.stdout
-    doctor = cli(tmp_path, "doctor")
+    doctor = cli("doctor")
     line = "state: sqlite:///.agentplug-state/state.sqlite3 (the default: .agentplug-state"
     assert any(row.startswith(line) and "reachable" in row for row in doctor.stdout.splitlines())
 
