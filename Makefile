@@ -18,6 +18,10 @@ STAMP := $(VENV)/.agentplug-installed
 # on subprocesses, servers and sockets. PYTEST_ARGS adds options, e.g. PYTEST_ARGS="-m 'not stress'".
 PYTEST_WORKERS ?= 4
 PYTEST_ARGS ?=
+# SKIP_STRESS=1 leaves out the tests marked `stress` (many processes, fresh virtualenvs,
+# database restarts) for a quicker local run; CI runs them (`make test` without it).
+SKIP_STRESS ?=
+STRESS_ARGS := $(if $(SKIP_STRESS),-m "not stress",)
 # The documentation site (mkdocs.yml), built into a git-ignored folder.
 SITE_DIR := build/site
 
@@ -49,7 +53,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 pytest: $(STAMP)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(STRESS_ARGS) $(PYTEST_ARGS)
 
 test: docs-site lint typecheck pytest
 

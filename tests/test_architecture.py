@@ -87,16 +87,40 @@ def test_no_import_circle_inside_agentplug(graph: grimp.ImportGraph) -> None:
 
 def test_the_core_imports_nothing_above_it(graph: grimp.ImportGraph) -> None:
     core = {m for m in graph.modules if m.startswith("agentplug.core")}
+    below = {m for m in graph.modules if m.startswith("agentplug.config")}
     outside = {
         (module, imported)
         for module in core
         for imported in graph.find_modules_directly_imported_by(module)
-        if imported.startswith("agentplug") and imported not in core
+        if imported.startswith("agentplug") and imported not in core | below
     }
     assert outside == set()
 
 
-def test_importing_agentplug_and_dispatching_loads_only_the_core_and_the_hosts_module() -> None:
+def test_the_config_layer_imports_only_the_contract_pydantic_and_the_standard_library() -> None:
+    # The lowest layer: reading the operator's files needs no hook runtime.
+    allowed_roots = {"agentplug", "agentplug_hookspecs", "pydantic", "pydantic_core"}
+    allowed_roots |= set(sys.stdlib_module_names) | {"__future__"}
+    found = set()
+    for path in sorted((ROOT / "framework" / "agentplug" / "config").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                inside = name == "agentplug" or name.startswith(
+                    ("agentplug.config", "agentplug_hookspecs")
+                )
+                if name.split(".")[0] not in allowed_roots or (
+                    name.startswith("agentplug") and not inside
+                ):
+                    found.add((path.name, name))
+    assert found == set()
+
+
+def test_importing_agentplug_and_dispatching_loads_the_core_its_config_and_the_host() -> None:
     code = textwrap.dedent(
         """
         import asyncio, sys
@@ -104,8 +128,8 @@ def test_importing_agentplug_and_dispatching_loads_only_the_core_and_the_hosts_m
         host = agentplug.PluginHost()
         asyncio.run(host.dispatch("before_tool_call", {"tool_name": "exec", "params": {}}))
         host.sync.dispatch("message_received", {"content": "hi"})
-        print(sorted(m for m in sys.modules
-                     if m.startswith("agentplug.") and not m.startswith("agentplug.core")))
+        print(sorted(m for m in sys.modules if m.startswith("agentplug.")
+                     and not m.startswith(("agentplug.core", "agentplug.config"))))
         """
     )
     out = subprocess.run(

@@ -2,7 +2,7 @@
 
 Issue 18 (items 1 and 4): the config loader, the scenario loader and the commands that
 read them (``doctor``, ``actions list``, ``run``, ``serve``) share one reader
-(:mod:`agentplug.core.datafiles`) with the same depth, number and size limits as the
+(:mod:`agentplug.config.datafiles`) with the same depth, number and size limits as the
 control API's request bodies, and one-line errors.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from agentplug.core.config import ConfigError, ConfigFileError, load_config
-from agentplug.core.datafiles import MAX_DEPTH, DataFileError, parse_json, read_data_file
+from agentplug.config.datafiles import MAX_DEPTH, DataFileError, parse_json, read_data_file
+from agentplug.config.model import ConfigError, ConfigFileError, load_config
 from agentplug.testing.scenario import ScenarioError, load_scenario
 
 WAIT_S = 120.0
@@ -177,7 +177,12 @@ def test_every_command_reports_a_bad_file_in_one_line_without_a_traceback(
     output = done.stdout + done.stderr
     assert "Traceback" not in output
     assert done.returncode != 0
-    naming = [line for line in output.splitlines() if str(path) in line]
+    # (doctor's first line says which config file it checks: not an error line)
+    naming = [
+        line
+        for line in output.splitlines()
+        if str(path) in line and not line.startswith(f"config: {path} ")
+    ]
     assert len(naming) == 1, output
     assert EXPECTED_PROBLEM[kind] in naming[0]
 

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agentplug_hookspecs import builtin_declarations
 
 
@@ -50,7 +51,7 @@ def test_doctor_reports_timeouts_for_unknown_hooks(tmp_path: Path) -> None:
         json.dumps({"plugins": {"entries": {"x": {"hooks": {"timeouts": {"nope_hook": 5}}}}}})
     )
     out = _agentplug("doctor", "--config", str(cfg))
-    assert out.returncode == 1
+    assert out.returncode == 2  # a problem of the config file
     assert "plugins.entries.x.hooks.timeouts.nope_hook: unknown hook" in out.stdout
 
 
@@ -144,25 +145,54 @@ def test_run_shows_a_failing_handlers_plugin_hook_and_message(tmp_path: Path) ->
     assert "in _explode" in verbose.stdout and "(-v for the traceback)" not in verbose.stdout
 
 
-def test_plugins_shows_a_load_error_with_its_plugin_and_v_adds_the_traceback(
+def test_plugins_shows_a_load_error_once_with_its_file_and_line_and_exits_1(
     fake_dist: Any, capsys: Any
 ) -> None:
     from agentplug.cli.main import main
 
+    info = fake_dist(
+        "fakeplug-broken",
+        "fakeplug_broken",
+        "def register(api):\n    raise RuntimeError('no token configured')\n",
+        entry_points={"broken": "fakeplug_broken"},
+    )
+    assert main(["plugins", "--no-cache"]) == 1  # a plugin did not load
+    captured = capsys.readouterr()
+    everything = (captured.out + captured.err).splitlines()
+    assert len([x for x in everything if "no token configured" in x]) == 1  # said once
+    line = next(x for x in captured.out.splitlines() if "LOAD ERROR" in x)
+    assert "plugin 'broken'" in line and "RuntimeError('no token configured')" in line
+    assert f"(at {info.parent / 'fakeplug_broken.py'}:2)" in line  # where, without -v
+    assert line.endswith("(-v for the traceback)")
+    assert main(["plugins", "--no-cache", "-v"]) == 1
+    out = capsys.readouterr().out
+    assert "Traceback (most recent call last):" in out and "in register" in out
+
+
+@pytest.mark.parametrize("command", [["plugins"], ["doctor"], ["hooks"]])
+def test_a_plugin_load_error_is_printed_once_by_every_command(
+    command: list[str], fake_dist: Any, site_dir: Path, tmp_path: Path
+) -> None:
     fake_dist(
         "fakeplug-broken",
         "fakeplug_broken",
         "def register(api):\n    raise RuntimeError('no token configured')\n",
         entry_points={"broken": "fakeplug_broken"},
     )
-    assert main(["plugins", "--no-cache"]) == 0
-    out = capsys.readouterr().out
-    line = next(x for x in out.splitlines() if "LOAD ERROR" in x)
-    assert "plugin 'broken'" in line and "RuntimeError('no token configured')" in line
-    assert line.endswith("(-v for the traceback)")
-    assert main(["plugins", "--no-cache", "-v"]) == 0
-    out = capsys.readouterr().out
-    assert "Traceback (most recent call last):" in out and "in register" in out
+    env = {**os.environ, "PYTHONPATH": str(site_dir), "AGENTPLUG_CONFIG": ""}
+    env["AGENTPLUG_CACHE_DIR"] = str(tmp_path / "cache")
+    out = subprocess.run(
+        [sys.executable, "-m", "agentplug.cli", *command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    lines = (out.stdout + out.stderr).splitlines()
+    said = [x for x in lines if "no token configured" in x]
+    assert len(said) == 1, out.stdout + out.stderr
+    assert "fakeplug_broken.py:2" in said[0]
+    assert out.returncode == (0 if command == ["hooks"] else 1)
 
 
 def test_plugins_is_quiet_on_first_use_without_a_config(tmp_path: Path) -> None:

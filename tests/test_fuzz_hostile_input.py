@@ -20,7 +20,7 @@ import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
 from agentplug.actions.config_check import check_config  # noqa: E402
-from agentplug.core.config import load_config  # noqa: E402
+from agentplug.config.model import load_config  # noqa: E402
 from agentplug.core.errors import AgentplugError  # noqa: E402
 from agentplug.testing.scenario import load_scenario  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402

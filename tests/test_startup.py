@@ -28,6 +28,8 @@ from pydantic_core import SchemaValidator
 # The whole of what ``import agentplug`` may load from this project.
 IMPORT_AGENTPLUG_LOADS = {
     "agentplug",
+    "agentplug.config",
+    "agentplug.config.errors",
     "agentplug.core",
     "agentplug.core.errors",
     "agentplug.core.markers",

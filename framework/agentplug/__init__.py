@@ -53,8 +53,8 @@ _LAZY = {
     "PluginApi": "agentplug.gateway.assembly",
     "PluginRecord": "agentplug.core.records",
     "Gateway": "agentplug.gateway.assembly",
-    "AgentplugConfig": "agentplug.core.config",
-    "load_config": "agentplug.core.config",
+    "AgentplugConfig": "agentplug.config.model",
+    "load_config": "agentplug.config.model",
     "DispatchResult": "agentplug.core.results",
     "HandlerReport": "agentplug.core.results",
     "HandlerStatus": "agentplug.core.results",
@@ -114,9 +114,9 @@ _MOVED = {
     "ReplyDispatcher": ("agentplug.services.replies", "gateway.replies"),
     "ScriptedResolver": ("agentplug.services.approvals", "agentplug.services.approvals"),
     "SyncHost": ("agentplug.core.sync", "host.sync"),
-    "ConfigFileError": ("agentplug.core.config", "agentplug.ConfigError (its base)"),
-    "DataFileError": ("agentplug.core.datafiles", "agentplug.AgentplugError (its base)"),
-    "read_data_file": ("agentplug.core.datafiles", "agentplug.load_config"),
+    "ConfigFileError": ("agentplug.config.model", "agentplug.ConfigError (its base)"),
+    "DataFileError": ("agentplug.config.datafiles", "agentplug.AgentplugError (its base)"),
+    "read_data_file": ("agentplug.config.datafiles", "agentplug.load_config"),
     "filter_exec_env": ("agentplug.security.execenv", "the resolve_exec_env hook"),
     "SSRFPolicy": ("agentplug.security.ssrf", "agentplug.actions"),
     "SSRFBlocked": ("agentplug.security.ssrf", "agentplug.actions"),
@@ -140,7 +140,7 @@ if TYPE_CHECKING:
     from agentplug.agent.providers.scripted import ScriptedProvider
     from agentplug.agent.runner import AgentRunner
     from agentplug.agent.turn import InboundMessage, TurnResult
-    from agentplug.core.config import AgentplugConfig, load_config
+    from agentplug.config.model import AgentplugConfig, load_config
     from agentplug.core.records import PluginRecord
     from agentplug.core.results import DispatchResult, HandlerReport, HandlerStatus
     from agentplug.gateway.assembly import Gateway, PluginApi, PluginHost

@@ -74,9 +74,9 @@ def test_chat_denied_approval_keeps_the_tool_from_running(
     assert "tool ROLL_DICE: allowed=False, blocked_by=dicer, approval=deny" in done.stdout
 
 
-def test_chat_trace_prints_json_lines(tmp_path: Path, site_dir: Path, fake_dist: FakeDist) -> None:
+def test_chat_json_prints_json_lines(tmp_path: Path, site_dir: Path, fake_dist: FakeDist) -> None:
     fake_dist("fakeplug-dicer", "fakeplug_dicer", DICER, {"dicer": "fakeplug_dicer"})
-    done = _chat(tmp_path, site_dir, "roll\nallow-once\n", "--trace")
+    done = _chat(tmp_path, site_dir, "roll\nallow-once\n", "--json")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     hooks = [r["name"] for r in rows if r.get("kind") == "hook"]
@@ -93,7 +93,7 @@ def test_a_decision_at_the_chat_prompt_is_recorded_as_chat(
     tmp_path: Path, site_dir: Path, fake_dist: FakeDist
 ) -> None:
     fake_dist("fakeplug-dicer", "fakeplug_dicer", DICER, {"dicer": "fakeplug_dicer"})
-    done = _chat(tmp_path, site_dir, "roll\nallow-once\n", "--trace")
+    done = _chat(tmp_path, site_dir, "roll\nallow-once\n", "--json")
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     tool = next(r for r in rows if r.get("kind") == "tool")

@@ -28,7 +28,7 @@ import httpx  # noqa: E402
 from agentplug import PluginApi, PluginHost  # noqa: E402
 from agentplug.api.app import create_app  # noqa: E402
 from agentplug.api.serve import build_gateway  # noqa: E402
-from agentplug.core.config import load_config  # noqa: E402
+from agentplug.config.model import load_config  # noqa: E402
 from agentplug.services.toolcalls import ToolCallDecision  # noqa: E402
 from websockets.exceptions import InvalidHandshake  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402

@@ -18,7 +18,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from agentplug.api.routes.base import MAX_BODY_BYTES
-from agentplug.core.datafiles import MAX_DEPTH
+from agentplug.config.datafiles import MAX_DEPTH
 
 from .served import WAIT_S, Served, raw_exchange, start_serve
 

@@ -25,7 +25,7 @@ pytest.importorskip("websockets")
 import httpx  # noqa: E402
 from agentplug.api.app import create_app  # noqa: E402
 from agentplug.api.serve import build_gateway  # noqa: E402
-from agentplug.core.config import AgentplugConfig  # noqa: E402
+from agentplug.config.model import AgentplugConfig  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 from .served import WAIT_S, start_serve  # noqa: E402

@@ -362,9 +362,10 @@ def test_supervisor_forwards_sigterm_and_does_not_restart_after_it(tmp_path: Pat
             *(sys.executable, "-c", child, str(runs)),
         ],
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # a hang guard: the child's start is what is awaited
     while not runs.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert runs.exists(), "the supervised child never started"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 75
     assert runs.read_text() == "x"  # stopped on request: no restart

@@ -71,7 +71,7 @@ def http_upstream(log: UpstreamLog, **extra: Any) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a hang guard: listening is what is awaited
         while time.monotonic() < deadline:
             with socket.socket() as sock:
                 if sock.connect_ex(("127.0.0.1", port)) == 0:
@@ -79,6 +79,8 @@ def http_upstream(log: UpstreamLog, **extra: Any) -> Iterator[str]:
             if proc.poll() is not None:
                 pytest.fail("the upstream HTTP MCP server exited before listening")
             time.sleep(0.1)
+        else:
+            pytest.fail("the upstream HTTP MCP server did not listen within 120 s")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()

@@ -38,12 +38,10 @@ def _blocks() -> list[tuple[str, str, str | None]]:
 def test_every_integrations_example_runs_as_written(tmp_path: Path) -> None:
     blocks = _blocks()
     assert sum(kind == "run" for kind, _, _ in blocks) >= 4  # MCP, proxy, PydanticAI, LangChain
+    # As a reader runs them: the virtualenv is not activated (its bin/ is not on PATH).
     bin_dir = str(Path(sys.executable).parent)
-    env = {
-        **os.environ,
-        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
-        "AGENTPLUG_CACHE_DIR": str(tmp_path / "cache"),
-    }
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != bin_dir)
+    env = {**os.environ, "PATH": path, "AGENTPLUG_CACHE_DIR": str(tmp_path / "cache")}
     for number, (kind, body, expected) in enumerate(blocks):
         if kind == "file":
             name = FILE.match(body).group(1)  # type: ignore[union-attr]

@@ -286,13 +286,15 @@ def test_an_approval_answered_from_the_cli_with_allow_always_grants_the_next_cal
 
     async def body(client: Any) -> tuple[Any, Any, str]:
         first = asyncio.ensure_future(client.call_tool("web_search", {"query": "one"}))
-        for _ in range(600):
+        for _ in range(600):  # a hang guard: the pending approval is what is awaited
             code, listing = await _cli("pending", "--json", *api)
             assert code == 0, listing
             pending = json.loads(listing)
             if pending:
                 break
             await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("no approval became pending")
         code, answer = await _cli("resolve", pending[0]["id"], "allow-always", *api)
         assert code == 0, answer
         second = await client.call_tool("web_search", {"query": "two"})  # the grant answers

@@ -168,7 +168,9 @@ def test_three_gateways_run_each_of_100_ticks_exactly_once(store_url: str, tmp_p
 def test_a_leader_killed_mid_job_loses_the_lease_and_no_tick_runs_twice(
     store_url: str, tmp_path: Path
 ) -> None:
-    ticks, every, lease_ms = 60, 200, 1200
+    # Ticks for ten minutes: the test stops the gateways once it saw the failover, so a
+    # slow start on a loaded machine still finds ticks to run (60 ticks ran out first).
+    ticks, every, lease_ms = 3000, 200, 1200
     start = wall_ms() + 1500
     procs, log, stop = _gateways(
         store_url,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import ConfigError
 from agentplug.store import open_store_url, store_from_config
 from agentplug.store.base import SCHEMA_VERSION
@@ -219,14 +219,26 @@ def test_state_check_exits_1_when_the_database_is_unreachable(tmp_path: Path) ->
     assert SECRET not in done.stdout
 
 
-def test_state_check_exits_1_when_the_sqlite_file_does_not_exist_and_creates_none(
+def test_state_check_exits_1_when_a_url_names_a_sqlite_file_that_does_not_exist(
     tmp_path: Path,
 ) -> None:
-    done = cli(tmp_path, "state", "check", "--state-dir", str(tmp_path / "st"))
+    missing = tmp_path / "st" / "state.sqlite3"
+    done = cli(tmp_path, "state", "check", "--url", f"sqlite:///{missing}")
     assert done.returncode == 1
     assert done.stdout.splitlines()[0] == "reachable: no"
     assert "no such file" in done.stdout
-    assert not (tmp_path / "st" / "state.sqlite3").exists()
+    assert not missing.exists()
+
+
+def test_state_check_of_a_state_folder_not_written_yet_is_no_error_and_creates_none(
+    tmp_path: Path,
+) -> None:
+    done = cli(tmp_path, "state", "check", "--state-dir", str(tmp_path / "st"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == (
+        f"state: sqlite:///{tmp_path / 'st' / 'state.sqlite3'} (from --state-dir; not created yet)"
+    )
+    assert not (tmp_path / "st").exists()
 
 
 def test_state_check_on_an_old_file_says_to_migrate_and_changes_nothing(tmp_path: Path) -> None:
@@ -375,7 +387,7 @@ def test_doctor_reports_a_reachable_store_with_its_schema_and_failures(tmp_path:
     config.write_text(json.dumps({"state": {"url": url}, "plugins": {"enabled": False}}))
     done = cli(tmp_path, "doctor", "--config", str(config))
     assert (
-        f"state: {url} (sqlite, from state.url) reachable, schema v{SCHEMA_VERSION}, "
+        f"state: {url} (from state.url): sqlite, reachable, schema v{SCHEMA_VERSION}, "
         "failures seen 0"
     ) in done.stdout.splitlines()
 

@@ -202,7 +202,7 @@ class TestWithoutAConfiguredPath:
         """Operator config without ``config.path``."""
         return {}
 
-    def test_the_default_file_is_in_the_working_directory(
+    def test_without_a_state_folder_nothing_is_written_and_the_plugin_says_so(
         self,
         agentplug_load: PluginLoader,
         agentplug_dispatch: Dispatcher,
@@ -210,9 +210,33 @@ class TestWithoutAConfiguredPath:
         monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         monkeypatch.chdir(tmp_path)
-        agentplug_load(PLUGIN_ID)  # after chdir: the plugin resolves its path when it loads
+        record = agentplug_load(PLUGIN_ID)
         agentplug_dispatch("session_start", {"session_key": "agent:main", "reason": "new"})
-        (entry,) = lines(tmp_path / "agentplug-audit.jsonl")
+        assert list(tmp_path.iterdir()) == []  # nothing dropped in the working directory
+        assert record.notes == [
+            f"writes nothing: no state folder and no plugins.entries.{PLUGIN_ID}.config.path"
+        ]
+
+
+class TestInTheStateFolder:
+    @pytest.fixture
+    def agentplug_config(self, tmp_path: Path) -> dict[str, Any]:
+        """A gateway with a state folder, no ``config.path``."""
+        return {"runtime": {"state_dir": str(tmp_path / "state")}}
+
+    def test_the_default_file_is_in_the_state_folder_and_the_plugin_says_where(
+        self,
+        agentplug_load: PluginLoader,
+        agentplug_dispatch: Dispatcher,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        record = agentplug_load(PLUGIN_ID)
+        path = (tmp_path / "state" / "audit-log.jsonl").absolute()
+        assert record.notes == [f"writes one line per hook call to {path}"]
+        agentplug_dispatch("session_start", {"session_key": "agent:main", "reason": "new"})
+        (entry,) = lines(path)
         assert (entry["hook"], entry["session_key"], entry["event"]["reason"]) == (
             "session_start",
             "agent:main",

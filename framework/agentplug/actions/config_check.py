@@ -8,110 +8,124 @@ the runtime applies when it reads that section, and returns every problem as a
 ``(key path, problem)`` pair: ``("actions.shell.enabled", "Input should be a valid
 boolean ...")``, ``("customActions[0].name", ...)``.
 
-Keys under ``security`` and ``actions`` that no check owns are reported as unknown, with a
-did-you-mean hint, so no section goes unchecked. A layer that adds a section registers its
-check with :func:`register_section_check` (the key is the section's path, e.g.
-``"actions.shell"``).
+The ``security`` and ``actions`` sections are each one model (:class:`SecuritySettings`,
+:class:`ActionsSettings`) made of the models their services read them with, so a key
+that nothing reads is reported as unknown, with a did-you-mean. A layer that adds a
+section outside these models registers its check with :func:`register_section_check`
+(the key is the section's path, e.g. ``"actions.my_family"``).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
-from agentplug.actions.builtins._shared import load_settings
-from agentplug.actions.builtins.comms.shell import ShellSettings
-from agentplug.actions.builtins.lifecycle import restart_settings
+from agentplug.actions.builtins.comms.settings import ShellSettings
+from agentplug.actions.builtins.lifecycle import RestartSettings
 from agentplug.actions.builtins.media.settings import AvatarSettings, EmoteSettings, MediaSettings
+from agentplug.actions.code_handler import CodeSettings
 from agentplug.actions.custom.loading import CustomActionConfigError, read_custom_action_defs
 from agentplug.actions.custom.models import CONFIG_KEY
-from agentplug.actions.runtime import operator_ssrf_policy
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.issues import ConfigIssue, validation_issues
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import ConfigError
-from agentplug.plugins.ejected import plugin_settings
-from agentplug.services.install import POLICY_KEYS, InstallPolicy
+from agentplug.plugins.ejected import PluginSettings
+from agentplug.security.ssrf import SSRFPolicy
+from agentplug.services.install import InstallPolicy
 
 __all__ = [
+    "ActionsSettings",
     "ConfigIssue",
     "SectionCheck",
+    "SecuritySettings",
     "check_config",
     "checked_sections",
+    "entry_issues",
     "register_section_check",
+    "registered_keys",
 ]
 
-ConfigIssue = tuple[str, str]
-"""``(key path, problem)``."""
 SectionCheck = Callable[[AgentplugConfig], list[ConfigIssue]]
 """Checks one section; returns its problems (or raises :class:`ConfigError`)."""
 
+
+class _Sections(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class SecuritySettings(_Sections):
+    """``security``: every setting under it, each read with its service's own model."""
+
+    install_policy: InstallPolicy | None = None
+    """Which plugin packages may be installed (``installPolicy`` too)."""
+    ssrf: SSRFPolicy | None = None
+    """Outbound requests of actions (``allowHosts``, ``allowCidrs``, timeouts, sizes)."""
+
+
+class ActionsSettings(_Sections):
+    """``actions``: built-in actions turned off and the settings of each action family."""
+
+    disabled: list[str] = Field(default_factory=list)
+    """Names of built-in actions that are not registered."""
+    shell: ShellSettings | None = None
+    """``SHELL_COMMAND`` and custom ``shell`` actions (off by default)."""
+    code: CodeSettings | None = None
+    """The sandbox pool of custom ``code`` actions."""
+    media: MediaSettings | None = None
+    """``GENERATE_MEDIA``."""
+    avatar: AvatarSettings | None = None
+    """The host's avatar API (``PLAY_EMOTE``)."""
+    emotes: EmoteSettings | None = None
+    """The emote catalogue."""
+    restart: RestartSettings | None = None
+    """``RESTART_AGENT``."""
+    plugins: PluginSettings | None = None
+    """Plugin installs: package index, target folder, restart."""
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {"security": SecuritySettings, "actions": ActionsSettings}
 _CHECKS: dict[str, SectionCheck] = {}
-_ALIASES: dict[str, tuple[str, ...]] = {}
-_CONTAINERS = ("security", "actions")
 
 
 def register_section_check(key: str, check: SectionCheck, *, aliases: tuple[str, ...] = ()) -> None:
-    """Check the section ``key`` (``"actions.shell"``, ``"agent"``) with ``check``.
+    """Check a section that :class:`ActionsSettings` and :class:`SecuritySettings` do not
+    hold (``"actions.my_family"``) with ``check``; the key is then a known one.
 
-    ``aliases`` are other spellings of the last part of the key (``installPolicy``).
-    A second registration for the same key replaces the first.
+    ``aliases`` are other spellings of the last part of the key. A second registration
+    for the same key replaces the first.
     """
     _CHECKS[key] = check
-    _ALIASES[key] = aliases
+    head, _, rest = key.partition(".")
+    _EXTRA_KEYS[key] = (head, (rest, *aliases) if rest else aliases)
+
+
+_EXTRA_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {}
 
 
 def checked_sections() -> list[str]:
-    """The section keys that have a check, in registration order."""
-    return list(_CHECKS)
+    """The section keys that are checked: every part of ``actions`` and ``security``
+    (their models), ``customActions``, then the registered ones."""
+    found = [f"{name}.{field}" for name, model in _SECTIONS.items() for field in model.model_fields]
+    return [*found, CONFIG_KEY, *_CHECKS]
 
 
-def _model_issues(prefix: str, model: type[BaseModel], raw: Any) -> list[ConfigIssue]:
+def registered_keys(section: str) -> set[str]:
+    """The keys of ``section`` (``"actions"``) that a registered check owns."""
+    return {key for head, keys in _EXTRA_KEYS.values() if head == section for key in keys}
+
+
+def _section_issues(config: AgentplugConfig, name: str) -> list[ConfigIssue]:
+    raw: Mapping[str, Any] = getattr(config, name)
+    registered = registered_keys(name)
     try:
-        model.model_validate(raw if raw is not None else {})
+        _SECTIONS[name].model_validate({k: v for k, v in raw.items() if k not in registered})
     except ValidationError as exc:
-        issues = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"])
-            problem = (
-                "unknown setting; check the spelling"
-                if err["type"] == "extra_forbidden"
-                else f"{err['msg']} (got {err.get('input')!r})"
-            )
-            issues.append((f"{prefix}.{where}" if where else prefix, problem))
-        return issues
-    return []
-
-
-def _raising(check: Callable[[AgentplugConfig], object]) -> SectionCheck:
-    """A check from a runtime reader that raises :class:`ConfigError` on a bad section."""
-
-    def run(config: AgentplugConfig) -> list[ConfigIssue]:
-        try:
-            check(config)
-        except ConfigError as exc:
-            return list(exc.issues)
-        return []
-
-    return run
-
-
-def _install_policy(config: AgentplugConfig) -> list[ConfigIssue]:
-    for key in POLICY_KEYS:
-        if key in config.security:
-            return _model_issues(f"security.{key}", InstallPolicy, config.security[key])
-    return []
-
-
-def _actions_section(name: str, model: type[BaseModel]) -> SectionCheck:
-    return _raising(lambda config: load_settings(config.actions, name, model))
-
-
-def _disabled(config: AgentplugConfig) -> list[ConfigIssue]:
-    raw = config.actions.get("disabled", [])
-    if not isinstance(raw, list) or not all(isinstance(n, str) for n in raw):
-        return [("actions.disabled", f"must be a list of action names, got {raw!r}")]
+        return validation_issues(exc, _SECTIONS[name], name)
     return []
 
 
@@ -128,42 +142,17 @@ def _custom_actions(config: AgentplugConfig) -> list[ConfigIssue]:
     return issues
 
 
-register_section_check("security.install_policy", _install_policy, aliases=("installPolicy",))
-register_section_check(
-    "security.ssrf", _raising(lambda config: operator_ssrf_policy(config.security))
-)
-register_section_check("actions.disabled", _disabled)
-register_section_check("actions.shell", _actions_section("shell", ShellSettings))
-register_section_check("actions.media", _actions_section("media", MediaSettings))
-register_section_check("actions.avatar", _actions_section("avatar", AvatarSettings))
-register_section_check("actions.emotes", _actions_section("emotes", EmoteSettings))
-register_section_check("actions.restart", _raising(lambda c: restart_settings(c.actions)))
-register_section_check("actions.plugins", _raising(lambda c: plugin_settings(c.actions)))
-register_section_check(CONFIG_KEY, _custom_actions)
-
-
-def _unknown_keys(config: AgentplugConfig) -> list[ConfigIssue]:
-    issues = []
-    for container in _CONTAINERS:
-        section: Mapping[str, Any] = getattr(config, container)
-        known: set[str] = set()
-        for key, aliases in _ALIASES.items():
-            head, _, rest = key.partition(".")
-            if head == container and rest:
-                known.add(rest)
-                known.update(aliases)
-        for key in section:
-            if key in known:
-                continue
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(known))}"
-            issues.append((f"{container}.{key}", f"unknown section; {hint}"))
-    return issues
-
-
 def check_config(config: AgentplugConfig) -> list[ConfigIssue]:
-    """Every problem of every section of ``config`` (empty when the runtime accepts it)."""
-    issues: list[ConfigIssue] = []
+    """Every problem of the ``actions``, ``security`` and ``customActions`` sections of
+    ``config`` (empty when the runtime accepts them)."""
+    issues = _section_issues(config, "security") + _section_issues(config, "actions")
+    return issues + entry_issues(config)
+
+
+def entry_issues(config: AgentplugConfig) -> list[ConfigIssue]:
+    """The problems that the section models do not see: each ``customActions`` entry
+    (one by one, duplicates included) and the registered section checks."""
+    issues = _custom_actions(config)
     for key, check in _CHECKS.items():
         try:
             issues.extend(check(config))
@@ -171,5 +160,4 @@ def check_config(config: AgentplugConfig) -> list[ConfigIssue]:
             issues.extend(exc.issues)
         except Exception as exc:  # a faulty check names its section instead of crashing
             issues.append((key, f"could not be checked: {type(exc).__name__}: {exc}"))
-    issues.extend(_unknown_keys(config))
     return issues

@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 from agentplug.api.extra import API_EXTRA, missing_api_modules
 from agentplug.api.loopback import is_loopback_name
-from agentplug.core.config import AgentplugConfig
-from agentplug.core.config_lookup import CONFIG_HELP, resolve_config
+from agentplug.config.lookup import CONFIG_HELP
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import AgentplugError, one_line
+from agentplug.store.location import STATE_DIR_HELP, state_location
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -70,6 +71,7 @@ TOKEN_FILE = "api-token"
 CONFIG_ENV = "AGENTPLUG_CONFIG"
 STATE_DIR_ENV = "AGENTPLUG_STATE_DIR"
 DEFAULT_STATE_DIR = ".agentplug-state"
+"""The commands' state folder when none is chosen (:mod:`agentplug.store.location`)."""
 
 _EXIT_USAGE = 2
 _EXIT_FAILED = 1
@@ -143,10 +145,12 @@ def build_gateway(config: AgentplugConfig, state_dir: Path, store: Any = None) -
 
 
 def serve_state_dir(value: str | None, config: AgentplugConfig) -> Path:
-    """The state directory of a serving command (``--state-dir``, ``$AGENTPLUG_STATE_DIR``,
-    ``runtime.state_dir``, else ``.agentplug-state``), created mode 0700."""
-    chosen = value or os.environ.get(STATE_DIR_ENV) or config.runtime.state_dir
-    path = Path(chosen or DEFAULT_STATE_DIR)
+    """The state folder of a serving command, by the rule every command follows
+    (:func:`~agentplug.store.location.state_location`: ``--state-dir``,
+    ``$AGENTPLUG_STATE_DIR``, ``runtime.state_dir``, else ``.agentplug-state``), created
+    mode 0700 (the API token goes there)."""
+    location = state_location(config, state_dir=value, default_dir=DEFAULT_STATE_DIR)
+    path = location.state_dir or Path(DEFAULT_STATE_DIR)
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
@@ -288,10 +292,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         return _EXIT_FAILED
     try:
-        config, source = resolve_config(args.config, verbose=bool(getattr(args, "verbose", 0)))
+        from agentplug.gateway.operator_config import read_operator_config
+
+        config, source = read_operator_config(
+            args.config, verbose=bool(getattr(args, "verbose", 0))
+        )
         config_path = _editable_config(source.path)
         state_dir = serve_state_dir(args.state_dir, config)
         store = _open_store(config, state_dir)
+        location = state_location(config, state_dir=args.state_dir, default_dir=DEFAULT_STATE_DIR)
+        print(f"agentplug serve: {location.describe()}", file=sys.stderr, flush=True)
         if args.token_file:
             token, token_path = read_token(Path(args.token_file)), None
         else:
@@ -349,9 +359,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--state-dir",
-        help=f"state directory (default: ${STATE_DIR_ENV}, runtime.state_dir, {DEFAULT_STATE_DIR})",
+        metavar="DIR",
+        help=STATE_DIR_HELP + "; the API token is written there",
     )
-    parser.set_defaults(func=cmd_serve)
+    parser.set_defaults(func=cmd_serve, reports_load_errors=True)
 
 
 def add_serve_command(subparsers: Any) -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ custom definition's handler through :func:`~agentplug.actions.custom.build_test_
 ``--param``).
 
 Every command finds its config with the one lookup of
-:mod:`agentplug.core.config_lookup` (``--config``, ``$AGENTPLUG_CONFIG``,
+:mod:`agentplug.config.lookup` (``--config``, ``$AGENTPLUG_CONFIG``,
 ``./agentplug.{toml,yaml,json}``, none). The host CLI calls :func:`add_actions_commands`
 with its subparsers; every leaf parser sets ``func`` to a callable taking the parsed
 namespace and returning the exit code. :func:`run_actions_cli` runs the same commands
@@ -38,8 +38,8 @@ from agentplug.actions.custom import (
 )
 from agentplug.actions.registry import normalize_action_name
 from agentplug.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_config, one_line
-from agentplug.core.config import AgentplugConfig
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.config.lookup import CONFIG_HELP
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import AgentplugError
 from agentplug.security.ssrf import SSRFPolicy
 

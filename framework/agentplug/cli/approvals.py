@@ -44,7 +44,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(json.dumps([g.to_dict() for g in grants], indent=2))
         return 0
     if not grants:
-        print(f"no standing approval grants in {folder}")
+        print(f"no standing approval grants; {folder}")
         return 0
     for g in grants:
         created = datetime.fromtimestamp(g.created_at, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
@@ -60,7 +60,7 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     if store is None:
         print(
             f"agentplug approvals revoke: error: no grant {args.grant_id!r}: there is no state "
-            f"store in {folder} (pass --state-dir or set runtime.state_dir)",
+            f"store yet ({folder}); pass --state-dir or set runtime.state_dir",
             file=sys.stderr,
         )
         return 1
@@ -80,14 +80,10 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
-    from agentplug.core.config_lookup import CONFIG_HELP
+    from agentplug.config.lookup import CONFIG_HELP
+    from agentplug.store.location import STATE_DIR_HELP
 
-    parser.add_argument(
-        "--state-dir",
-        default=None,
-        help=f"state directory (default: ${STATE_DIR_ENV}, else the config's "
-        f"runtime.state_dir, else {DEFAULT_STATE_DIR})",
-    )
+    parser.add_argument("--state-dir", default=None, metavar="DIR", help=STATE_DIR_HELP)
     parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
 
 

@@ -26,6 +26,8 @@ from agentplug.store import STATE_URL_ENV
 __all__ = ["STATE_URL_ENV", "TOKEN_ENV", "add_remote_commands", "cmd_pending", "cmd_resolve"]
 
 TOKEN_ENV = "AGENTPLUG_API_TOKEN"
+DECISIONS = ("allow-once", "allow-always", "deny")
+"""What a person may answer (a plugin may offer fewer: the store refuses the others)."""
 
 
 def _token(args: argparse.Namespace) -> str | None:
@@ -36,8 +38,11 @@ def _token(args: argparse.Namespace) -> str | None:
     elif os.environ.get(TOKEN_ENV):
         token = os.environ[TOKEN_ENV].strip()
     else:
-        path = args.resolve_state_dir(args.state_dir) / "api-token"
-        token = path.read_text(encoding="utf-8").strip() if path.exists() else None
+        from agentplug.cli.approvals_store import approvals_location
+
+        folder = approvals_location(args).state_dir
+        path = folder / "api-token" if folder is not None else None
+        token = path.read_text(encoding="utf-8").strip() if path and path.exists() else None
     register_secret(token)
     return token
 
@@ -74,23 +79,26 @@ def _store(args: argparse.Namespace) -> Any:
     store, where = open_configured_store(args, args.approvals_command)
     if store is None:
         raise SystemExit(
-            f"agentplug approvals: no state store in {where}; pass --state-dir, --state-url "
-            "or --api URL (a running host)"
+            f"agentplug approvals {args.approvals_command}: error: no state store yet ({where}); "
+            "pass --state-dir, --state-url or --api URL (a running host)"
         )
     return store
 
 
-def _pending_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _pending_rows(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str]:
     if args.api:
         rows: list[dict[str, Any]] = _request(args, "GET", "/api/approvals")["pending"]
-        return rows
+        return rows, f"control API {args.api}"
+    from agentplug.cli.approvals_store import open_configured_store
     from agentplug.services.approvals.shared import expire_pending, list_pending
     from agentplug.store import StateStoreUnavailable
 
-    store = _store(args)
+    store, where = open_configured_store(args, "pending")
+    if store is None:
+        return [], where  # a fresh folder: nothing asked yet
     try:
         expire_pending(store, by="cli")
-        return list_pending(store)
+        return list_pending(store), where
     except StateStoreUnavailable as exc:
         raise SystemExit(f"agentplug approvals pending: {exc}") from None
     finally:
@@ -99,12 +107,12 @@ def _pending_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def cmd_pending(args: argparse.Namespace) -> int:
     """List the approvals the gateways await."""
-    pending = _pending_rows(args)
+    pending, where = _pending_rows(args)
     if args.json:
         print(json.dumps(pending, indent=2))
         return 0
     if not pending:
-        print("no pending approvals")
+        print(f"no pending approvals; {where}")
         return 0
     for item in pending:
         offered = "|".join(item.get("allowed_decisions") or [])
@@ -148,8 +156,17 @@ def add_remote_commands(
     ):
         p = sub.add_parser(name, help=helptext)
         if name == "resolve":
-            p.add_argument("approval_id", metavar="APPROVAL_ID")
-            p.add_argument("decision", metavar="DECISION", help="allow-once, allow-always, deny")
+            p.add_argument(
+                "approval_id",
+                metavar="APPROVAL_ID",
+                help="the id `agentplug approvals pending` shows",
+            )
+            p.add_argument(
+                "decision",
+                metavar="DECISION",
+                choices=DECISIONS,
+                help="allow-once, allow-always or deny",
+            )
             p.set_defaults(func=cmd_resolve)
         else:
             p.add_argument("--json", action="store_true", help="print JSON")

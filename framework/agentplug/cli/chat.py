@@ -3,26 +3,30 @@
 Each line you type is an inbound message on the ``chat`` channel, through the same path
 as any channel (``inbound_claim``, ``message_received``, the turn, delivery with
 ``message_sent``): :class:`~agentplug.agent.AgentRunner` with the configured provider
-(``agent.model``; the offline ``scripted`` provider echoes when nothing is configured).
-After each reply a compact trace shows which hooks ran, which plugin blocked, rewrote or
-asked for approval, and the timings; approvals are asked at the terminal. ``--trace``
-prints the trace as JSON lines instead (one object per hook, model call or tool call,
-then one ``{"turn": ...}`` summary). Lines starting with ``/`` are commands
-(:mod:`agentplug.cli.chat_commands`: ``/help``, ``/reset``, ``/new``, ``/sessions``,
-``/approve``) and never reach the model. ``/quit`` or end of input ends the session
-(``session_end``, then ``gateway_stop``).
+(``agent.model``; the offline ``scripted`` provider repeats what you type when nothing is
+configured, and the banner says so and how to choose a model). After each reply a
+compact trace shows which hooks ran, which plugin blocked (and why), rewrote or asked for
+approval, refused tool calls, and the timings; approvals are asked at the terminal.
+``--trace`` shows every hook with each handler's status and measured duration; ``--json``
+prints the trace as JSON lines instead, for programs (one object per hook, model call or
+tool call, then one ``{"turn": ...}`` summary). ``--demo`` runs a built-in offline
+conversation with the example plugins (:mod:`agentplug.cli.chat_demo`). Lines starting
+with ``/`` are commands (:mod:`agentplug.cli.chat_commands`: ``/help``, ``/reset``,
+``/new``, ``/sessions``, ``/approve``) and never reach the model. ``/quit`` or end of input
+ends the session (``session_end``, then ``gateway_stop``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from agentplug.cli.chat_commands import ChatState, dispatch
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.config.lookup import CONFIG_HELP
+from agentplug.store.location import STATE_DIR_HELP
 
 __all__ = ["add_chat_command", "cmd_chat"]
 
@@ -34,8 +38,7 @@ def add_chat_command(subparsers: Any) -> None:
         help="an interactive agent session against the configured model",
         description="Talk to the agent at the terminal: every line is one turn through the "
         "runner and the installed plugins; a compact trace follows each reply and approvals "
-        "are asked here. Lines starting with / are commands (/help lists them); /quit or "
-        "end of input ends the session.",
+        "are asked here. /quit or end of input ends the session.",
     )
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("--model", metavar="PROVIDER/MODEL", help="override agent.model")
@@ -44,20 +47,53 @@ def add_chat_command(subparsers: Any) -> None:
         metavar="FILE",
         help="scripted provider replies (a JSON list), for offline sessions and tests",
     )
-    p.add_argument("--session", metavar="KEY", default="agent:main:chat:terminal")
-    p.add_argument("--trace", action="store_true", help="print the trace as JSON lines")
-    p.add_argument("--no-plugins", action="store_true", help="do not load installed plugins")
-    p.set_defaults(func=cmd_chat)
+    p.add_argument(
+        "--session",
+        metavar="KEY",
+        default="agent:main:chat:terminal",
+        help="the session key the turns run in (default: agent:main:chat:terminal)",
+    )
+    p.add_argument("--state-dir", metavar="DIR", help=STATE_DIR_HELP)
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="an offline demo with the example plugins: a tool call, a block and an approval",
+    )
+    out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--trace",
+        action="store_true",
+        help="after each reply, every hook with each handler's status and duration",
+    )
+    out.add_argument(
+        "--json",
+        action="store_true",
+        help="machine output: the trace as JSON lines (one per hook, model and tool call, "
+        "then a turn summary), no banner or prompts",
+    )
+    p.set_defaults(func=cmd_chat, reports_load_errors=True)
 
 
-def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> Any:
-    """The chat's gateway: the config's plugins, its store (so allow-always grants and
-    pending approvals are the gateway's: on a shared store any process can answer them),
-    the terminal answering approvals and printing replies."""
+@dataclass
+class _Chat:
+    gateway: Any
+    state: str
+    """The ``state: ...`` line."""
+    demo: Any = None
+    """The :class:`~agentplug.cli.chat_demo.DemoSetup` of ``--demo``."""
+
+
+def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> _Chat:
+    """The chat's gateway and its ``state: ...`` line: the config's plugins, its store
+    (the commands' state folder, so allow-always grants and pending approvals are kept and
+    another terminal's ``agentplug approvals`` sees them), the terminal answering
+    approvals and printing replies."""
     from agentplug.agent.providers.scripted import ScriptedProvider, load_script
-    from agentplug.cli.common import command_config
+    from agentplug.cli.common import command_config, command_state
     from agentplug.gateway import Gateway
 
+    if args.demo:
+        return _demo_gateway(resolver, channel)
     config, _source = command_config(args)  # --config, $AGENTPLUG_CONFIG, ./agentplug.*
     agent = dict(config.agent)
     if args.model:
@@ -66,19 +102,37 @@ def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> Any:
     if args.script:
         provider = ScriptedProvider(load_script(args.script))
         agent.setdefault("model", "scripted/script")
+    location = command_state(args, config)
     # The store opens here: state.url must be reachable before the first turn (one line if
-    # not). Sessions persist in the CLI's state directory, as approvals and serve use it.
-    from agentplug.cli.approvals_store import state_dir
-
-    return Gateway.from_config(
+    # not).
+    gateway = Gateway.from_config(
         config,
-        load_plugins=not args.no_plugins,
+        load_plugins=True,  # --no-plugins / $AGENTPLUG_DISABLE_PLUGINS: the loader's switch
         resolver=resolver,
         provider=provider,
         channel=channel,
         agent=agent,
-        state_dir=state_dir(None, config.runtime.state_dir),
+        state_dir=location.state_dir,
     )
+    return _Chat(gateway, location.describe())
+
+
+def _demo_gateway(resolver: Any, channel: Any) -> _Chat:
+    from agentplug.agent.providers.scripted import ScriptedProvider
+    from agentplug.cli.chat_demo import AFTER_DEMO, demo_setup
+    from agentplug.gateway import Gateway
+    from agentplug.store import MemoryStore
+
+    demo = demo_setup()
+    gateway = Gateway.from_config(
+        demo.config,
+        load_plugins=True,
+        resolver=resolver,
+        provider=ScriptedProvider(demo.responses, default=AFTER_DEMO),
+        channel=channel,
+        store=MemoryStore(),
+    )
+    return _Chat(gateway, "state: memory: (the demo keeps nothing)", demo)
 
 
 def _print(text: str) -> None:
@@ -89,30 +143,103 @@ def _print(text: str) -> None:
 _SENDER = "terminal"
 
 
+async def _start(args: argparse.Namespace, chat: _Chat) -> list[str] | None:
+    """Start the gateway; the banner's warnings, or ``None`` when the session cannot run
+    (the demo without its plugins)."""
+    from agentplug.cli.chat_demo import add_demo_tools, missing_demo_plugins
+    from agentplug.gateway.operator_config import model_problems
+
+    gateway = chat.gateway
+    gateway.host.timings = True  # the trace shows how long each handler really took
+    warnings = list(await gateway.start(host_name="agentplug chat"))
+    if chat.demo is not None:
+        missing = missing_demo_plugins({r.plugin_id for r in gateway.host.plugins})
+        if missing is not None:
+            print(f"agentplug chat --demo: error: {missing}", file=sys.stderr)
+            return None
+        add_demo_tools(gateway.runner.tools)
+    model = gateway.runner.config.model
+    warnings += [
+        f"{key}: {problem} (the first turn fails unless a plugin's before_model_resolve "
+        "picks another)"
+        for key, problem in model_problems({"agent": {"model": model}})
+    ]
+    return warnings
+
+
+def _banner(args: argparse.Namespace, chat: _Chat, warnings: list[str]) -> None:
+    from agentplug.cli.chat_view import banner_lines
+
+    if args.json:
+        for warning in warnings:
+            print(f"agentplug chat: warning: {warning}", file=sys.stderr)
+        return
+    gateway = chat.gateway
+    scripted = "--script " + args.script if args.script else None
+    if chat.demo is not None:
+        scripted = "the demo's script"
+    for line in banner_lines(
+        model=gateway.runner.config.model,
+        plugins=[r.plugin_id for r in gateway.host.plugins],
+        state=chat.state,
+        scripted_from=scripted,
+        warnings=warnings,
+        notes=[(r.plugin_id, note) for r in gateway.host.plugins for note in r.notes],
+    ):
+        _print(line)
+    for line in chat.demo.intro if chat.demo is not None else ():
+        _print(line)
+
+
+async def _turn(args: argparse.Namespace, chat: _Chat, text: str, session_key: str) -> None:
+    from agentplug.cli.chat_view import detail_lines, json_lines, turn_lines
+
+    result = await chat.gateway.runner.handle_inbound(
+        {"content": text, "channel": "chat", "sender_id": _SENDER, "session_key": session_key}
+    )
+    if args.json:
+        for line in json_lines(result):
+            _print(line)
+        return
+    if result.delivery is not None and result.delivery.status == "delivered":
+        pass  # printed by the channel
+    elif result.reply:
+        _print(f"agent> {result.reply}")
+    elif result.status == "blocked":
+        _print(f"agent> (blocked by {result.blocked_by}; not sent to the model)")
+    elif result.status == "suppressed":
+        _print("agent> (the reply was suppressed by a plugin)")
+    else:
+        _print(f"agent> ({result.status}{': ' + result.error if result.error else ''})")
+    for line in detail_lines(result) if args.trace else turn_lines(result):
+        _print(line)
+
+
 async def _session(args: argparse.Namespace) -> int:
-    from agentplug.agent.trace import summary_lines
     from agentplug.services.approvals import TerminalResolver
 
-    terminal = TerminalResolver(by="chat")  # the person in this chat session decides
+    # The person in this chat session decides; with --json stdout carries JSON only.
+    terminal = TerminalResolver(output=sys.stderr if args.json else None, by="chat")
 
     def show(payload: dict[str, Any]) -> dict[str, bool]:
         # The terminal is this chat's channel: a reply is printed once every delivery
         # hook has had its say, and message_sent reports it.
-        if not args.trace:
+        if not args.json:
             _print(f"agent> {payload.get('text') or ''}")
         return {"printed": True}
 
-    gateway = _gateway(args, terminal, show)
-    runner = gateway.runner
-    chat = ChatState(gateway, runner, args.session, _print)
-    for problem in await gateway.start(host_name="agentplug chat"):
-        print(f"agentplug chat: warning: {problem}", file=sys.stderr)
-    if not args.trace:
-        plugins = len(gateway.host.plugins)
-        _print(f"agentplug chat: {runner.config.model} ({plugins} plugins); /quit ends")
+    chat = _gateway(args, terminal, show)
     try:
+        warnings = await _start(args, chat)
+        if warnings is None:
+            return 1
+        _banner(args, chat, warnings)
+        state = ChatState(chat.gateway, chat.gateway.runner, args.session, _print)
+        if chat.demo is not None:
+            _print(f"you> {chat.demo.first_message}")
+            await _turn(args, chat, chat.demo.first_message, state.session_key)
         while True:
-            if not args.trace:
+            if not args.json:
                 sys.stdout.write("you> ")
                 sys.stdout.flush()
             line = await terminal.read_line()
@@ -122,50 +249,13 @@ async def _session(args: argparse.Namespace) -> int:
             if not text:
                 continue
             if text.startswith("/"):  # a command (/help, /reset, ...): never sent to the model
-                sent = await dispatch(text, chat)
+                sent = await dispatch(text, state)
                 if sent is None:
                     continue
                 text = sent
-            result = await runner.handle_inbound(
-                {
-                    "content": text,
-                    "channel": "chat",
-                    "sender_id": _SENDER,
-                    "session_key": chat.session_key,
-                }
-            )
-            if args.trace:
-                for entry in result.trace:
-                    _print(json.dumps(entry, default=str))
-                summary = {
-                    "turn": {
-                        "run_id": result.run_id,
-                        "status": result.status,
-                        "success": result.success,
-                        "reply": result.reply,
-                        "error": result.error,
-                        "duration_ms": round(result.duration_ms, 3),
-                    }
-                }
-                _print(json.dumps(summary, default=str))
-                continue
-            if result.delivery is not None and result.delivery.status == "delivered":
-                pass  # printed by the channel
-            elif result.reply:
-                _print(f"agent> {result.reply}")
-            elif result.status == "blocked":
-                _print(f"agent> (blocked by {result.blocked_by}; not sent to the model)")
-            elif result.status == "suppressed":
-                _print("agent> (the reply was suppressed by a plugin)")
-            else:
-                _print(f"agent> ({result.status}{': ' + result.error if result.error else ''})")
-            for trace_line in summary_lines(result.trace):
-                _print(f"  | {trace_line}")
-            _print(
-                f"  | {result.status} in {result.duration_ms:.1f} ms, {result.steps} model call(s)"
-            )
+            await _turn(args, chat, text, state.session_key)
     finally:
-        await gateway.stop()
+        await chat.gateway.stop()
     return 0
 
 

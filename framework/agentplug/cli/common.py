@@ -12,28 +12,33 @@ traceback of an unexpected exception.
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from agentplug.config.suggest import did_you_mean
 from agentplug.core.errors import one_line
 
 if TYPE_CHECKING:  # config models load when a command reads its config, not for --help
-    from agentplug.core.config import AgentplugConfig
-    from agentplug.core.config_lookup import ConfigSource
+    from agentplug.config.lookup import ConfigSource
+    from agentplug.config.model import AgentplugConfig
     from agentplug.gateway import Gateway
+    from agentplug.store.location import StateLocation
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "NO_PLUGINS_HELP",
+    "PLUGIN_COMMANDS",
     "AgentplugArgumentParser",
+    "add_plugin_switch",
     "add_verbose_options",
     "command_config",
     "command_gateway",
     "command_name",
+    "command_state",
     "error_line",
     "one_line",
     "walk_parsers",
@@ -45,19 +50,56 @@ EXIT_USAGE = 2
 
 
 class AgentplugArgumentParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line naming the fix (exit 2)."""
+    """An argument parser whose usage errors are one line naming the fix (exit 2): a
+    did-you-mean for a misspelt command, option or choice, and the ``--help`` of the
+    command the mistake is in."""
+
+    _argv: list[str] | None = None
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # Remembered for error(): the top parser's unknown-argument error names the
+        # command the mistake is in.
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
+        where: argparse.ArgumentParser = self
         choices = _subcommand_choices(self)
         if choices and message.startswith("the following arguments are required"):
             message = f"choose a command: {', '.join(choices)}"
         wrong = re.search(r"invalid choice: '([^']*)'", message)
         if wrong and choices:
-            close = difflib.get_close_matches(wrong.group(1), choices, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(wrong.group(1), choices)
             message = f"unknown command {wrong.group(1)!r}{hint} (commands: {', '.join(choices)})"
-        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        elif wrong:  # an argument's value outside its choices
+            offered = re.findall(r"'([^']*)'", message.split("choose from", 1)[-1])
+            hint = did_you_mean(wrong.group(1), offered)
+            argument = message.split(": invalid choice", 1)[0]
+            message = f"{argument}: {wrong.group(1)!r} is not one of {', '.join(offered)}{hint}"
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if unknown and self._argv is not None:
+            where = _command_parser(self, self._argv)
+            first = unknown.group(1).split()[0]
+            options = [o for a in where._actions for o in a.option_strings if o.startswith("--")]
+            hint = did_you_mean(first.split("=")[0], options) if first.startswith("-") else ""
+            message = f"unknown argument {first!r} for `{where.prog}`{hint}"
+        print(f"{self.prog}: error: {message} (see `{where.prog} --help`)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+
+
+def _command_parser(
+    parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> argparse.ArgumentParser:
+    """The parser of the command ``argv`` runs (``agentplug approvals list`` for
+    ``["approvals", "list", ...]``): the words that name subcommands, in order."""
+    for word in argv:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction) and word in action.choices:
+                parser = action.choices[word]
+                break
+    return parser
 
 
 def _subcommand_choices(parser: argparse.ArgumentParser) -> list[str]:
@@ -93,6 +135,28 @@ def add_verbose_options(parser: argparse.ArgumentParser) -> None:
         )
 
 
+# Commands that load installed plugins: each has ``--no-plugins``.
+PLUGIN_COMMANDS = frozenset(
+    {"hooks", "plugins", "doctor", "actions", "chat", "mcp-proxy", "serve", "supervise"}
+)
+NO_PLUGINS_HELP = (
+    "load no installed plugin (the same as AGENTPLUG_DISABLE_PLUGINS=1, which every "
+    "command honours)"
+)
+
+
+def add_plugin_switch(parser: argparse.ArgumentParser) -> None:
+    """``--no-plugins`` on every command of :data:`PLUGIN_COMMANDS` (and its subcommands)."""
+    for path, each in walk_parsers(parser):
+        if not path or path[0] not in PLUGIN_COMMANDS:
+            continue
+        if any(isinstance(a, argparse._SubParsersAction) for a in each._actions):
+            continue  # a group: its commands get the option
+        if any("--no-plugins" in a.option_strings for a in each._actions):
+            continue
+        each.add_argument("--no-plugins", action="store_true", help=NO_PLUGINS_HELP)
+
+
 def command_name(args: argparse.Namespace) -> str:
     """``agentplug plugin eject`` for the parsed command (for error lines)."""
     parts = ["agentplug"]
@@ -113,10 +177,34 @@ def error_line(args: argparse.Namespace | str, message: str) -> str:
 
 def command_config(args: argparse.Namespace) -> tuple[AgentplugConfig, ConfigSource]:
     """The command's config through the one lookup (``--config``, ``$AGENTPLUG_CONFIG``,
-    ``./agentplug.{toml,yaml,json}``, none); ``-v`` says which file on stderr."""
-    from agentplug.core.config_lookup import resolve_config
+    ``./agentplug.{toml,yaml,json}``, none); ``-v`` says which file on stderr. Every
+    section is checked before the command runs: a :class:`ConfigError` lists every
+    problem with the file and the key (exit 2)."""
+    from agentplug.gateway.operator_config import read_operator_config
 
-    return resolve_config(getattr(args, "config", None), verbose=verbose(args))
+    return read_operator_config(getattr(args, "config", None), verbose=verbose(args))
+
+
+def command_state(
+    args: argparse.Namespace,
+    config: AgentplugConfig,
+    *,
+    url: str | None = None,
+    option: str = "--url",
+) -> StateLocation:
+    """Where the command's state lives: the one rule of
+    :func:`~agentplug.store.location.state_location` with the command's ``--state-dir``,
+    its URL option (``url``, named ``option`` in messages) and the commands' default
+    folder, ``.agentplug-state``."""
+    from agentplug.store.location import DEFAULT_STATE_DIR, state_location
+
+    return state_location(
+        config,
+        state_dir=getattr(args, "state_dir", None),
+        url=url,
+        default_dir=DEFAULT_STATE_DIR,
+        url_option=option,
+    )
 
 
 def verbose(args: Any) -> bool:

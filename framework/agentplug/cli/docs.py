@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from agentplug.cli.common import EXIT_FAILED, EXIT_OK, walk_parsers
+from agentplug.cli.examples import EXAMPLES_HEADING
 from agentplug.cli.reference import render_hook_reference
-from agentplug.core.config import AgentplugConfig
 
 __all__ = ["add_docs_commands", "render_cli_reference"]
 
@@ -26,11 +26,19 @@ Every command of `agentplug`, generated from its argument parser. Common to all:
   (the defaults). `-v` says on stderr which file was used; `agentplug doctor` always says
   it. `agentplug run` reads no config file: a scenario carries its own `config`.
 - **Exit status**: `0` done; `1` the command ran and what it checked or did failed (an
-  expectation, an action, a blocked install, a problem found by `doctor`); `2` usage error
-  (a bad argument, a missing or invalid config or scenario file, an unknown plugin,
+  expectation, an action, a blocked install, a plugin or store problem found by `doctor`,
+  a plugin that failed to load in `plugins`); `2` usage error (a bad argument, a missing
+  or invalid config, in every command, `doctor` too, or scenario file, an unknown plugin,
   action or hook name).
 - **Errors** are one line on stderr, `agentplug <command>: error: <what>; <fix>`.
   `-v` adds tracebacks (of failing handlers in `run`, of load errors in `plugins`).
+- **State**: `--state-dir`, else `AGENTPLUG_STATE_DIR`, else the config's
+  `runtime.state_dir`, else `.agentplug-state` in the current folder; the store is
+  `AGENTPLUG_STATE_URL`, else `state.url`, else the SQLite file of that folder (see
+  [config.md](config.md#where-state-lives)).
+- **Plugins**: `AGENTPLUG_DISABLE_PLUGINS=1`, or `--no-plugins` on a command that loads
+  plugins, loads no installed plugin.
+- **Completion**: `agentplug completion bash|zsh|fish` prints a completion script.
 - `agentplug` alone prints the help; `agentplug --version` the version.
 """
 
@@ -102,7 +110,12 @@ def render_cli_reference(parser: argparse.ArgumentParser) -> str:
         if table:
             lines += [*table, ""]
         if each.epilog:
-            lines += [_row_text(each.epilog).replace("\\|", "|"), ""]
+            text, _, examples = each.epilog.partition(EXAMPLES_HEADING)
+            if text.strip():
+                lines += [_row_text(text).replace("\\|", "|"), ""]
+            if examples.strip():
+                shown = [line.strip() for line in examples.strip().splitlines()]
+                lines += ["Examples:", "", "```sh", *shown, "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -144,8 +157,11 @@ def cmd_docs_cli(args: argparse.Namespace) -> int:
 
 
 def cmd_config_schema(args: argparse.Namespace) -> int:
-    """The JSON Schema of the operator config."""
-    print(json.dumps(AgentplugConfig.model_json_schema(by_alias=True), indent=2))
+    """The JSON Schema of the whole operator config (every section, each with the model
+    the runtime reads it with)."""
+    from agentplug.gateway.operator_config import config_schema
+
+    print(json.dumps(config_schema(), indent=2))
     return EXIT_OK
 
 
@@ -171,7 +187,13 @@ def add_docs_commands(sub: Any) -> None:
     """``config schema``, ``docs hooks``, ``docs cli`` and ``dev codegen``."""
     p = sub.add_parser("config", help="operator config tools")
     csub = p.add_subparsers(dest="config_command", required=True)
-    c = csub.add_parser("schema", help="print the JSON Schema of the operator config")
+    c = csub.add_parser(
+        "schema",
+        help="print the JSON Schema of the operator config",
+        description="The JSON Schema of every section of the operator config (plugins, "
+        "runtime, state, agent, actions, security, customActions), with camelCase keys "
+        "(snake_case is accepted too); editors validate a config file with it.",
+    )
     c.set_defaults(func=cmd_config_schema)
 
     p = sub.add_parser("docs", help="documentation generators")

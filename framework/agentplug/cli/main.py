@@ -9,22 +9,25 @@ Commands live in one module each (``run``, ``catalogue``, ``docs``, ``actions``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from agentplug.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     AgentplugArgumentParser,
+    add_plugin_switch,
     add_verbose_options,
     error_line,
     one_line,
     verbose,
 )
+from agentplug.cli.examples import add_examples
 from agentplug.core.errors import AgentplugError
 
 __all__ = ["build_parser", "main"]
@@ -35,8 +38,11 @@ _DESCRIPTION = (
 )
 _EPILOG = (
     "Config: --config FILE, else $AGENTPLUG_CONFIG, else ./agentplug.toml, ./agentplug.yaml "
-    "or ./agentplug.json, else none (-v says which). Exit status: 0 done, 1 failed, 2 usage "
-    "error. Reference: docs/cli.md."
+    "or ./agentplug.json, else none (-v says which). State: --state-dir, else "
+    "$AGENTPLUG_STATE_DIR, else runtime.state_dir, else ./.agentplug-state. "
+    "AGENTPLUG_DISABLE_PLUGINS=1 (or --no-plugins) loads no installed plugin. Exit status: "
+    "0 done, 1 failed, 2 usage error or invalid config. Each command has examples in "
+    "`agentplug COMMAND --help`; `agentplug completion bash|zsh|fish` prints shell completion."
 )
 
 
@@ -92,15 +98,19 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "plugin": (
         "install, eject, sync and reinject plugins (and agentplug itself)",
-        "agentplug.plugins.manager:add_plugin_management_commands",
+        "agentplug.cli.plugin:add_plugin_commands",
     ),
     "supervise": (
         "run a command and restart it while it exits with 75 (RESTART_AGENT)",
         "agentplug.plugins.supervisor:add_supervisor_command",
     ),
+    "completion": (
+        "print a shell completion script (bash, zsh or fish)",
+        "agentplug.cli.completion:add_completion_command",
+    ),
 }
 # Commands that need the whole tree (``docs cli`` renders every command).
-_NEEDS_EVERY_GROUP = frozenset({"docs"})
+_NEEDS_EVERY_GROUP = frozenset({"docs", "completion"})
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -129,6 +139,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         getattr(importlib.import_module(module), function)(sub)
         registered.add(target)
     add_verbose_options(parser)
+    add_plugin_switch(parser)
+    add_examples(parser)
     parser.set_defaults(parser=parser)  # `agentplug docs cli` renders this very tree
     return parser
 
@@ -164,6 +176,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=os.environ.get("AGENTPLUG_LOG_LEVEL", "ERROR").upper(),
         format="agentplug %(levelname)s %(name)s: %(message)s",
     )
+    # A command that prints each plugin load error itself (with where it was raised) keeps
+    # the host's log record of it from saying the same a second time.
+    handlers = logging.getLogger().handlers if getattr(args, "reports_load_errors", False) else []
+    for handler in handlers:
+        handler.addFilter(_not_a_load_error)
+    try:
+        with _plugins_switch(bool(getattr(args, "no_plugins", False))):
+            return _run(args)
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_not_a_load_error)
+
+
+@contextlib.contextmanager
+def _plugins_switch(off: bool) -> Iterator[None]:
+    """``--no-plugins``: the environment switch every loader honours, for this command
+    (and the processes it starts), restored afterwards (``main`` may run in-process)."""
+    from agentplug.core.loader import DISABLE_PLUGINS_ENV
+
+    before = os.environ.get(DISABLE_PLUGINS_ENV)
+    if off:
+        os.environ[DISABLE_PLUGINS_ENV] = "1"
+    try:
+        yield
+    finally:
+        if off and before is None:
+            os.environ.pop(DISABLE_PLUGINS_ENV, None)
+        elif off and before is not None:
+            os.environ[DISABLE_PLUGINS_ENV] = before
+
+
+def _not_a_load_error(record: logging.LogRecord) -> bool:
+    return not getattr(record, "agentplug_load_error", False)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the parsed command: its exit code, or one line for what went wrong."""
     try:
         code: int = args.func(args)
     except (AgentplugError, LookupError) as exc:

@@ -43,8 +43,9 @@ from agentplug.agent.config import agent_config
 from agentplug.agent.mcp import MCP_EXTRA, McpError, McpToolSource, connect_servers
 from agentplug.agent.pipeline import CallIds, ToolRequest
 from agentplug.agent.tools import Tool
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.config.lookup import CONFIG_HELP
 from agentplug.core.errors import AgentplugError
+from agentplug.store.location import STATE_DIR_HELP
 
 if TYPE_CHECKING:
     from agentplug.gateway import Gateway
@@ -216,7 +217,7 @@ async def _run(args: argparse.Namespace) -> int:
     from mcp.server.stdio import stdio_server
 
     from agentplug.api.serve import ServeError, serve_state_dir
-    from agentplug.cli.common import command_config
+    from agentplug.cli.common import command_config, command_state
     from agentplug.gateway import Gateway
     from agentplug.services.approvals import ProgrammaticResolver
 
@@ -237,10 +238,11 @@ async def _run(args: argparse.Namespace) -> int:
     resolver = ProgrammaticResolver(on_pending=lambda p: _announce(p, api_url[0]))
     with contextlib.redirect_stdout(sys.stderr):  # stdout carries MCP messages only
         gateway = Gateway.from_config(
-            config, load_plugins=not args.no_plugins, state_dir=state_dir, resolver=resolver
+            config, load_plugins=True, state_dir=state_dir, resolver=resolver
         )
         for problem in await gateway.start(host_name="mcp-proxy"):
             _say(f"warning: {problem}")
+        _say(command_state(args, config).describe())
     api = None
     try:
         if args.api_port is not None:
@@ -307,7 +309,7 @@ def add_mcp_proxy_command(subparsers: Any) -> None:
         "after_tool_call, tool_result_persist) before it reaches the upstream server.",
     )
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
-    p.add_argument("--state-dir", metavar="DIR", help="state directory (grants, API token)")
+    p.add_argument("--state-dir", metavar="DIR", help=STATE_DIR_HELP)
     p.add_argument(
         "--api-port",
         type=int,
@@ -317,5 +319,4 @@ def add_mcp_proxy_command(subparsers: Any) -> None:
     )
     p.add_argument("--api-host", default="127.0.0.1", help="loopback address of the API")
     p.add_argument("--token-file", metavar="FILE", help="bearer token of the API")
-    p.add_argument("--no-plugins", action="store_true", help="do not load installed plugins")
-    p.set_defaults(func=cmd_mcp_proxy)
+    p.set_defaults(func=cmd_mcp_proxy, reports_load_errors=True)

@@ -10,7 +10,6 @@ fixtures, ``py.typed`` and a Makefile whose ``make check`` runs the tests and
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import keyword
 import pprint
@@ -29,6 +28,7 @@ from agentplug_hookspecs import HookDecl, HookModel
 from pydantic import BaseModel, ValidationError
 
 from agentplug.cli.common import EXIT_OK, EXIT_USAGE, error_line
+from agentplug.config.suggest import did_you_mean
 
 __all__ = ["PluginSpec", "add_new_command", "plugin_files", "sample_event", "write_plugin"]
 
@@ -79,8 +79,7 @@ def check_spec(spec: PluginSpec) -> HookDecl:
     decls = _declarations()
     decl = decls.get(spec.hook)
     if decl is None:
-        close = difflib.get_close_matches(spec.hook, sorted(decls), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else " (see `agentplug hooks`)"
+        hint = did_you_mean(spec.hook, sorted(decls), otherwise=" (see `agentplug hooks`)")
         raise NewPluginError(f"unknown hook {spec.hook!r}{hint}")
     if decl.deprecation is not None:
         raise NewPluginError(

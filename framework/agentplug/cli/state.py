@@ -8,7 +8,9 @@ printed never shows a password.
 
 * ``migrate`` creates or upgrades the schema and prints ``old -> new`` version.
 * ``check`` says whether the store is reachable, its backend, URL, schema version and the
-  connection failures it saw; exit 1 when it cannot be reached (or has no file yet).
+  connection failures it saw; exit 1 when it cannot be reached. A state folder whose
+  SQLite file was never written (the defaults of a fresh folder) is "not created yet",
+  exit 0; a URL naming a file that does not exist is an error.
 * ``export`` writes JSON lines (to stdout, or ``-o FILE``): one header, then every key of
   every namespace, every queue entry in order with its claim (owner and lease end), and
   every change-channel version. A record an import would refuse (a key an older agentplug
@@ -31,17 +33,23 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from agentplug.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, command_config, error_line
-from agentplug.core.config_lookup import CONFIG_HELP
+from agentplug.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    command_config,
+    command_state,
+    error_line,
+)
+from agentplug.config.lookup import CONFIG_HELP
 from agentplug.store import (
     STATE_URL_ENV,
     StateStoreUnavailable,
     StateUrlError,
-    configured_state_url,
-    open_store_from,
     store_display_url,
 )
 from agentplug.store.base import SCHEMA_VERSION, TransferableStore
+from agentplug.store.location import STATE_DIR_HELP, StateLocation
 from agentplug.store.outages import outage_line
 from agentplug.store.records import (
     EXPORT_FORMAT,
@@ -55,8 +63,6 @@ from agentplug.store.records import (
 
 __all__ = ["EXPORT_FORMAT", "add_state_commands", "store_status"]
 
-_STORE_FILE = "state.sqlite3"
-
 
 class _Refused(Exception):
     """A problem with what the operator asked (exit 2): a bad URL, a missing file. Each
@@ -67,66 +73,47 @@ class _Refused(Exception):
         self.lines = lines
 
 
-def _chosen_url(args: argparse.Namespace) -> tuple[str, str, Any]:
-    """``(url, where it came from, config)`` for the command."""
-    from agentplug.cli.approvals import state_dir
-
+def _location(args: argparse.Namespace) -> tuple[StateLocation, Any]:
+    """Where the command's store is (the one rule), and the config."""
     config, _ = command_config(args)
-    if args.url:
-        return args.url, "--url", config
-    url, source = configured_state_url(config)
-    if url is not None:
-        return url, source, config
-    folder = state_dir(args.state_dir, config.runtime.state_dir)
-    return f"sqlite:///{folder / _STORE_FILE}", "<state-dir>", config
+    return command_state(args, config, url=args.url, option="--url"), config
 
 
 def _open(args: argparse.Namespace, *, migrate: bool, must_exist: bool) -> tuple[Any, str]:
-    url, source, config = _chosen_url(args)
-    if must_exist and url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///") :])
-        if not path.exists():
-            raise StateStoreUnavailable(
-                f"state store {url} unreachable: no such file (from {source}); run "
-                "`agentplug state migrate` to create it, or pass --url"
-            )
+    location, _ = _location(args)
+    if must_exist and not location.created:
+        raise StateStoreUnavailable(
+            f"state store {location.display_url} unreachable: no such file (from "
+            f"{location.source}); run `agentplug state migrate` to create it, or pass --url"
+        )
     try:
-        store = open_store_from(url, source, retry_ms=config.state.retry_ms, migrate=migrate)
+        store = location.open(migrate=migrate)
     except StateUrlError as exc:
         raise _Refused(str(exc)) from None
-    return store, source
+    return store, location.source
 
 
 def _backend(store: Any) -> str:
     return type(store).__name__.removesuffix("Store").lower()
 
 
-def store_status(config: Any) -> tuple[list[str], list[str]]:
-    """What ``agentplug doctor`` says about the configured store: ``(lines, problems)``.
-
-    Looks without changing anything (no schema upgrade, no new SQLite file).
-    """
-    url, source = configured_state_url(config)
-    if url is None:
-        folder = config.runtime.state_dir
-        if folder is None:
-            return ["state: memory: (nothing persisted; set runtime.state_dir or state.url)"], []
-        path = Path(folder) / _STORE_FILE
-        if not path.exists():
-            return [f"state: sqlite:///{path} (not created yet; the first gateway creates it)"], []
-        url, source = f"sqlite:///{path}", "runtime.state_dir"
+def store_status(location: StateLocation) -> tuple[list[str], list[str]]:
+    """What ``agentplug doctor`` says about the store at ``location``: ``(lines,
+    problems)``. Looks without changing anything (no schema upgrade, no new SQLite file)."""
+    if location.kind == "memory" or not location.created:
+        return [location.describe()], []
     try:
-        store = open_store_from(url, source, retry_ms=config.state.retry_ms, migrate=False)
+        store = location.open(migrate=False)
     except (StateUrlError, StateStoreUnavailable) as exc:
-        return [], [f"state ({source}): {exc}"]
+        return [location.describe()], [f"state ({location.source}): {exc}"]
     try:
         version = int(getattr(store, "schema_version", lambda: SCHEMA_VERSION)())
         health: dict[str, Any] = dict(getattr(store, "health", dict)())
     except StateStoreUnavailable as exc:
-        return [], [f"state ({source}): {exc}"]
+        return [location.describe()], [f"state ({location.source}): {exc}"]
     finally:
         store.close()
-    line = f"state: {store_display_url(store)} ({_backend(store)}, from {source}) reachable"
+    line = f"{location.describe()}: {_backend(store)}, reachable"
     line += f", schema v{version}, failures seen {health.get('failures', 0)}"
     outages = health.get("outages") or []
     if outages:
@@ -140,8 +127,34 @@ def store_status(config: Any) -> tuple[list[str], list[str]]:
     return [line], problems
 
 
+def _not_created(args: argparse.Namespace, location: StateLocation) -> int:
+    """``state check`` on a state folder whose SQLite file was never written: nothing to
+    check yet, and nothing wrong (the first gateway that keeps state creates it)."""
+    if args.json:
+        report = {
+            "reachable": True,
+            "created": False,
+            "backend": "sqlite",
+            "url": location.display_url,
+            "source": location.source,
+            "state": location.describe(),
+        }
+        print(json.dumps(report))
+        return EXIT_OK
+    print(location.describe())
+    print(
+        "reachable: not created yet (the first gateway that keeps state creates it; "
+        "`agentplug state migrate` creates it now)"
+    )
+    return EXIT_OK
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Is the store reachable; its backend, URL, schema version and failures."""
+    location, _ = _location(args)
+    # A state folder's file not written yet is no error; a URL naming a missing file is.
+    if not location.created and not location.by_url:
+        return _not_created(args, location)
     try:
         store, source = _open(args, migrate=False, must_exist=True)
     except StateStoreUnavailable as exc:
@@ -156,9 +169,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         health: dict[str, Any] = dict(getattr(store, "health", dict)())
         report: dict[str, Any] = {
             "reachable": True,
+            "created": True,
             "backend": _backend(store),
             "url": store_display_url(store),
             "source": source,
+            "state": location.describe(),
             "schema_version": version,
             "current_schema_version": SCHEMA_VERSION,
             **health,
@@ -410,8 +425,7 @@ def add_state_commands(sub: Any) -> None:
         p.add_argument(
             "--state-dir",
             metavar="DIR",
-            help="state directory when no URL is set (default: $AGENTPLUG_STATE_DIR, "
-            "runtime.state_dir, .agentplug-state)",
+            help=STATE_DIR_HELP,
         )
         if name in ("export", "import"):
             p.add_argument(

@@ -9,7 +9,6 @@ results (HOOKS.md §2).
 from __future__ import annotations
 
 import asyncio
-import difflib
 import logging
 import time
 from collections.abc import Mapping
@@ -18,8 +17,9 @@ from typing import Any
 from agentplug_hookspecs import Context, Event, HookDecl, HookKind
 from agentplug_hookspecs.common import ObserveOutcome
 
+from agentplug.config.model import AgentplugConfig
+from agentplug.config.suggest import did_you_mean
 from agentplug.core.concurrent import run_concurrent
-from agentplug.core.config import AgentplugConfig
 from agentplug.core.fastpath import run_fast_path
 from agentplug.core.observability import Observer
 from agentplug.core.observability import trace_log as _trace_log
@@ -59,8 +59,7 @@ class HookDispatcher:
     def _decl(self, hook: str) -> HookDecl:
         decl = self._decls.get(hook)
         if decl is None:
-            close = difflib.get_close_matches(hook, list(self._decls), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(hook, self._decls)
             raise LookupError(f"unknown hook {hook!r}{hint}")
         return decl
 

@@ -1,6 +1,12 @@
-"""Exceptions raised by the runtime. Each message names what, where, and what to do."""
+"""Exceptions raised by the runtime. Each message names what, where, and what to do.
+
+The base class, :class:`AgentplugError`, and :class:`ConfigError` are defined in the
+config layer (:mod:`agentplug.config.errors`, below the core) and re-exported here.
+"""
 
 from __future__ import annotations
+
+from agentplug.config.errors import AgentplugError, ConfigError, printable
 
 __all__ = [
     "AgentplugError",
@@ -9,34 +15,10 @@ __all__ = [
     "HookSignatureError",
     "PluginLoadError",
     "UnknownHookError",
+    "load_error_line",
     "one_line",
     "printable",
 ]
-
-
-class AgentplugError(Exception):
-    """Base of every agentplug error."""
-
-
-def printable(text: str) -> str:
-    """``text`` with line breaks and other control characters escaped (``\\n``,
-    ``\\x85``), so that a key or a value taken from a file cannot break an error message
-    into lines of its own."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
-
-
-class ConfigError(AgentplugError):
-    """Operator configuration is invalid. ``issues`` lists ``(key, problem)`` pairs."""
-
-    def __init__(self, issues: list[tuple[str, str]], source: str | None = None) -> None:
-        self.issues = issues
-        self.source = source
-        where = f" in {printable(source)}" if source else ""
-        lines = [f"invalid agentplug configuration{where}:"]
-        lines += [f"  {printable(key)}: {printable(problem)}" for key, problem in issues]
-        super().__init__("\n".join(lines))
 
 
 class PluginLoadError(AgentplugError):
@@ -66,6 +48,42 @@ def one_line(exc: BaseException) -> str:
     issues = getattr(exc, "issues", None)
     if isinstance(issues, list) and "\n" in str(exc):  # else the message is one line already
         headline = (str(exc).splitlines() or [type(exc).__name__])[0].rstrip(":")
-        parts = [f"{key}: {problem}" for key, problem in issues]
+        # ``<file>`` stands for the file itself, which the headline names already.
+        parts = [problem if key == "<file>" else f"{key}: {problem}" for key, problem in issues]
         return " ".join(f"{headline}: {'; '.join(parts)}".split()) if parts else headline
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _loader_folders() -> tuple[str, ...]:
+    """Folders whose frames are the machinery that loaded a plugin, not its own code."""
+    import importlib
+    import os
+
+    import pluggy
+
+    folders = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # agentplug
+    folders += [os.path.dirname(os.path.abspath(m.__file__ or "")) for m in (pluggy, importlib)]
+    return tuple(folder + os.sep for folder in folders)
+
+
+def load_error_line(error: PluginLoadError) -> str:
+    """A plugin load error as one line that says where: ``plugin 'x': import failed:
+    NameError(...) (at /path/plugin.py:12)``, the place in the plugin's own code that
+    raised (the file and line of a syntax error); no place when none is known."""
+    cause = error.__cause__
+    where = None
+    if isinstance(cause, SyntaxError) and cause.filename:
+        where = f"{cause.filename}:{cause.lineno}"
+    elif cause is not None and cause.__traceback__ is not None:
+        import traceback
+
+        machinery = _loader_folders()
+        frames = [
+            frame
+            for frame in traceback.extract_tb(cause.__traceback__)
+            if not frame.filename.startswith(machinery) and not frame.filename.startswith("<")
+        ]
+        if frames:
+            where = f"{frames[-1].filename}:{frames[-1].lineno}"
+    line = one_line(error)
+    return f"{line} (at {where})" if where else line

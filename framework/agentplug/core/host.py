@@ -8,7 +8,6 @@ API); the core's own tests and tools can use :class:`HookHost` alone.
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import logging
 import warnings
@@ -28,7 +27,8 @@ from agentplug_hookspecs import (
     deep_freeze,
 )
 
-from agentplug.core.config import AgentplugConfig
+from agentplug.config.model import AgentplugConfig
+from agentplug.config.suggest import did_you_mean
 from agentplug.core.dispatcher import HookDispatcher
 from agentplug.core.errors import (
     AgentplugError,
@@ -36,6 +36,8 @@ from agentplug.core.errors import (
     HookSignatureError,
     PluginLoadError,
     UnknownHookError,
+    load_error_line,
+    printable,
 )
 from agentplug.core.facade import HookFacade
 from agentplug.core.markers import HandlerOptions, check_timeout_ms
@@ -62,6 +64,8 @@ from agentplug.core.sync import SyncHost
 __all__ = ["ApiFactory", "HookApi", "HookHost", "PluginRecord"]
 
 log = logging.getLogger("agentplug.host")
+MAX_NOTE_CHARS = 300
+"""Longest ``api.note`` line kept."""
 
 
 class HookApi:
@@ -136,6 +140,14 @@ class HookApi:
         will run, and stay quiet about the rest)."""
         decl = self._host.declarations.get(hook)
         return decl is not None and self._host._gate(decl, self.plugin_id) is None
+
+    def note(self, text: str) -> None:
+        """Tell the operator something this plugin does beyond its hooks, once, in one line
+        (``"writes one line per hook call to /var/log/audit.jsonl"``): ``agentplug chat``'s
+        banner, ``agentplug plugins`` and ``agentplug doctor`` show it."""
+        line = " ".join(printable(str(text)).split())[:MAX_NOTE_CHARS]
+        if line and line not in self._record.notes:
+            self._record.notes.append(line)
 
     def warn_deprecated(self, old: str, new: str) -> None:
         """Warn once that this plugin uses ``old``, naming ``new``."""
@@ -274,8 +286,7 @@ class HookHost(HookDispatcher):
         return names
 
     def _unknown_hook_message(self, hook: str) -> str:
-        close = difflib.get_close_matches(hook, list(self._decls), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(hook, self._decls)
         return (
             f"implements unknown hook {hook!r}{hint} (run `agentplug hooks` for the list, "
             "or mark it optional=True if another package declares it)"
@@ -368,11 +379,19 @@ class HookHost(HookDispatcher):
         (``plugins.enabled``, ``allow``, ``deny``, ``entries.<id>.enabled``) apply before
         any plugin code is imported. A plugin that fails (import error, bad signature,
         unknown hook, failing ``register``) is recorded in :attr:`load_errors` with its
-        id and cause; the others still load. ``before_import(plugin_id)`` runs before a
+        id and cause; the others still load (``$AGENTPLUG_DISABLE_PLUGINS`` loads none).
+        ``before_import(plugin_id)`` runs before a
         plugin's code is imported (a gateway's plugin sources put an ejected copy first).
         """
-        from agentplug.core.loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
+        from agentplug.core.loader import (
+            ENTRY_POINT_GROUP,
+            HOOKSPEC_GROUP,
+            discover,
+            installed_plugins_disabled,
+        )
 
+        if installed_plugins_disabled():  # the one switch: $AGENTPLUG_DISABLE_PLUGINS
+            return []
         for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
             if spec.name in self._hookspec_sources:
                 continue  # a reload: these hooks are declared already
@@ -433,7 +452,13 @@ class HookHost(HookDispatcher):
         self.load_errors.append(error)
         failed = {"distribution": distribution, "version": version, "error": cause}
         self.failed_plugins.append(PluginRecord(plugin_id=plugin_id, bundled=False, **failed))
-        log.error("%s (the other plugins still load)", error)
+        # Commands report load errors themselves (one line with the place); the log record
+        # says so, so that the command line does not print the error twice.
+        log.error(
+            "%s (the other plugins still load)",
+            load_error_line(error),
+            extra={"agentplug_load_error": True},
+        )
 
     def unregister(self, plugin_id: str) -> None:
         """Remove a plugin and all its handlers."""

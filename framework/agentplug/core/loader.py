@@ -22,12 +22,14 @@ from pathlib import Path
 import importlib_metadata
 
 __all__ = [
+    "DISABLE_PLUGINS_ENV",
     "ENTRY_POINT_GROUP",
     "HOOKSPEC_GROUP",
     "DiscoveredPlugin",
     "default_cache_dir",
     "discover",
     "environment_fingerprint",
+    "installed_plugins_disabled",
 ]
 
 log = logging.getLogger("agentplug.loader")
@@ -37,6 +39,17 @@ ENTRY_POINT_GROUP = "agentplug"
 HOOKSPEC_GROUP = "agentplug.hookspecs"
 """Entry-point group of third-party hookspec modules."""
 _CACHE_VERSION = 2
+DISABLE_PLUGINS_ENV = "AGENTPLUG_DISABLE_PLUGINS"
+"""Set (to anything but ``0``, ``false``, ``no``, ``off`` or nothing) to load no installed
+plugin and no third-party hookspecs anywhere: every command (``--no-plugins`` sets it for
+one command), ``Gateway.from_config(load_plugins=True)``, the pytest fixtures. Plugins
+passed by name or object (a scenario's ``plugins``, ``register(...)``) still load."""
+
+
+def installed_plugins_disabled(environ: dict[str, str] | None = None) -> bool:
+    """Whether :data:`DISABLE_PLUGINS_ENV` turns installed plugins off."""
+    value = (os.environ if environ is None else environ).get(DISABLE_PLUGINS_ENV, "")
+    return value.strip().lower() not in ("", "0", "false", "no", "off")
 
 
 @dataclass(frozen=True)

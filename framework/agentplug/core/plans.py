@@ -8,8 +8,8 @@ from typing import Any
 
 from agentplug_hookspecs import Context, Event, HandlerContext, HookDecl, HookKind
 
+from agentplug.config.model import AgentplugConfig
 from agentplug.core import fastpath
-from agentplug.core.config import AgentplugConfig
 from agentplug.core.markers import HandlerOptions, options_of
 from agentplug.core.records import HandlerOwner
 from agentplug.core.reducers import Reducer

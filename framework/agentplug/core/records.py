@@ -28,6 +28,9 @@ class PluginRecord(BaseModel):
     refused_hooks: list[str] = Field(default_factory=list)
     """Hooks refused by a gate (conversation access, prompt injection)."""
     warnings: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    """What the plugin tells the operator it does beyond its hooks (``api.note``: a file
+    it writes, a server it calls); ``agentplug chat``, ``plugins`` and ``doctor`` show them."""
     error: str | None = None
 
 

@@ -6,9 +6,10 @@ chat``, ``agentplug mcp-proxy``, the scenario runner, the pytest fixtures and th
 PydanticAI / LangChain adapters. What :class:`Gateway` builds, in order:
 
 1. the host (:class:`PluginHost`) over the operator config;
-2. the state store (``state.url`` / ``$AGENTPLUG_STATE_URL``, else SQLite in the state
-   directory, else in memory), opened now so that an unreachable database stops the
-   start with one line;
+2. the state store (``$AGENTPLUG_STATE_URL`` / ``state.url``, else SQLite in the state
+   folder: ``state_dir=``, ``$AGENTPLUG_STATE_DIR``, ``runtime.state_dir``; else in
+   memory; :func:`~agentplug.store.location.state_location`), opened now so that an
+   unreachable database stops the start with one line;
 3. session services, trusted tool policies, one approval broker (shared through the
    store whenever the store is durable, so any gateway or ``agentplug approvals
    resolve`` on the same store decides it), the reply dispatcher;
@@ -41,7 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import agentplug.security.execenv  # noqa: F401  (registers the ``exec_env`` outcome filter)
-from agentplug.core.config import AgentplugConfig, load_config
+from agentplug.config.model import AgentplugConfig, load_config
+from agentplug.core.errors import load_error_line
 from agentplug.core.host import HookApi, HookHost, PluginRecord
 
 if TYPE_CHECKING:
@@ -226,21 +228,24 @@ class Gateway:
         from agentplug.services.policies import TrustedToolPolicies
         from agentplug.services.replies import ReplyDispatcher
         from agentplug.services.sessions import SessionServices
-        from agentplug.store import MemoryStore, store_from_config
+        from agentplug.store import MemoryStore
+        from agentplug.store.location import state_location
 
         parsed = host.config if host is not None else _config(config)
         self.config: AgentplugConfig = parsed
         """The operator config."""
         self.host: PluginHost = host if host is not None else PluginHost(parsed, gateway=self)
         """Registers plugins and dispatches hooks (``host.hooks.<name>(...)``)."""
-        chosen = state_dir if state_dir is not None else parsed.runtime.state_dir
-        self.state_dir: Path | None = Path(chosen) if chosen else None
-        """The state directory (``None``: no durable state unless ``state.url`` names a
+        # The one rule every command follows too (agentplug.store.location): in code,
+        # no state folder chosen means state in memory.
+        self.state_location = state_location(parsed, state_dir=state_dir)
+        """Where the state lives and why (``describe()`` says it in one line)."""
+        self.state_dir: Path | None = self.state_location.state_dir
+        """The state folder (``state_dir=``, ``$AGENTPLUG_STATE_DIR``,
+        ``runtime.state_dir``; ``None``: no durable state unless a state URL names a
         database)."""
         self._owns_store = store is None
-        self.store: StateStore = (
-            store if store is not None else store_from_config(parsed, self.state_dir)
-        )
+        self.store: StateStore = store if store is not None else self.state_location.open()
         """Durable state: grants, pending approvals, sessions, injections, transcripts."""
         self.sessions = SessionServices(self.host, self.store)
         """Session extensions, next-turn injections and cleanup callbacks."""
@@ -344,7 +349,7 @@ class Gateway:
     async def start(self, reason: str = "startup", *, host_name: str = "agentplug") -> list[str]:
         """Load the actions and fire ``gateway_start``; return the problems found (plugin
         load errors, action clashes, malformed custom actions), one readable line each."""
-        problems = [str(error) for error in self.host.load_errors]
+        problems = [load_error_line(error) for error in self.host.load_errors]
         problems += await self.actions.load(reason)
         await self.host.hooks.gateway_start({"reason": reason}, {"host": host_name})
         self._started = True

@@ -134,17 +134,21 @@ def plugin_settings(actions: Mapping[str, Any] | None) -> PluginSettings:
 
 
 def resolve_state_dir(host: PluginHost | None = None, explicit: str | Path | None = None) -> Path:
-    """The state folder: ``explicit``, ``actions.plugins.state_dir``, ``runtime.state_dir``,
-    ``$AGENTPLUG_STATE_DIR``, else ``.agentplug-state``."""
+    """The plugin manager's folder: ``explicit``, ``actions.plugins.state_dir``, else the
+    state folder by the rule every command follows
+    (:func:`~agentplug.store.location.state_location`: ``$AGENTPLUG_STATE_DIR``,
+    ``runtime.state_dir``, else ``.agentplug-state``)."""
+    from agentplug.store.location import state_location
+
     if explicit is not None:
         return Path(explicit)
-    if host is not None:
-        configured = plugin_settings(host.config.actions).state_dir
+    config = host.config if host is not None else None
+    if config is not None:
+        configured = plugin_settings(config.actions).state_dir
         if configured:
             return Path(configured)
-        if host.config.runtime.state_dir:
-            return Path(host.config.runtime.state_dir)
-    return Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+    folder = state_location(config, default_dir=DEFAULT_STATE_DIR).state_dir
+    return folder if folder is not None else Path(DEFAULT_STATE_DIR)
 
 
 class UpstreamRecord(BaseModel):

@@ -24,7 +24,9 @@ from agentplug.store.base import (
     StoreKeyError,
     StoreLimitError,
 )
+from agentplug.store.location import state_location
 from agentplug.store.memory import MemoryStore
+from agentplug.store.opening import open_store, open_store_from, open_store_url
 from agentplug.store.sqlite import SQLiteStore
 
 __all__ = [
@@ -49,45 +51,6 @@ STATE_URL_ENV = "AGENTPLUG_STATE_URL"
 """The environment variable naming the state store; it wins over the config's ``state.url``."""
 
 
-def open_store(state_dir: str | Path | None) -> StateStore:
-    """``SQLiteStore`` under ``state_dir`` (``state.sqlite3``), or a ``MemoryStore``."""
-    if state_dir is None:
-        return MemoryStore()
-    return SQLiteStore(Path(state_dir) / "state.sqlite3")
-
-
-def open_store_url(url: str, *, retry_ms: int | None = None, migrate: bool = True) -> StateStore:
-    """The store a URL names: ``sqlite:///path/state.sqlite3``, ``memory:`` or
-    ``postgresql://...`` (the ``postgres`` extra; psycopg is imported only then).
-
-    ``retry_ms`` is PostgreSQL's retry budget for lost connections (default 5000).
-    ``migrate=False`` opens a durable store without creating or upgrading its schema
-    (``agentplug state check`` and ``doctor`` look without changing anything).
-    Raises :class:`StateUrlError` for an unknown scheme and :class:`StateStoreUnavailable`
-    when the database cannot be reached.
-    """
-    if url in ("memory:", "memory://"):
-        return MemoryStore()
-    if url.startswith("sqlite:///"):
-        # sqlite:///relative/file or sqlite:////absolute/file
-        return SQLiteStore(url[len("sqlite:///") :], migrate=migrate)
-    if url.startswith(("postgresql://", "postgres://")):
-        try:
-            from agentplug.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise StateUrlError(
-                f"state.url postgresql://...: the PostgreSQL store needs the 'postgres' extra "
-                f"({exc.name or exc} is missing); pip install 'agentplug[postgres]'"
-            ) from None
-        if retry_ms is None:
-            return PostgresStore(url, migrate=migrate)
-        return PostgresStore(url, retry_ms=retry_ms, migrate=migrate)
-    raise StateUrlError(
-        f"state.url {url.split('://')[0]!r}: unknown store scheme; use postgresql://..., "
-        "sqlite:///path or memory:"
-    )
-
-
 def configured_state_url(
     config: Any = None, environ: Mapping[str, str] | None = None
 ) -> tuple[str | None, str]:
@@ -109,37 +72,16 @@ def store_from_config(
     environ: Mapping[str, str] | None = None,
     migrate: bool = True,
 ) -> StateStore:
-    """The one way every gateway opens its store: ``$AGENTPLUG_STATE_URL``, else the
-    config's ``state.url`` (with ``state.retry_ms``), else SQLite in ``state_dir`` (else in
+    """The store :func:`~agentplug.store.location.state_location` names, opened:
+    ``$AGENTPLUG_STATE_URL``, else the config's ``state.url`` (with ``state.retry_ms``),
+    else SQLite in the state folder (``state_dir``, ``$AGENTPLUG_STATE_DIR``,
     ``runtime.state_dir``), else in memory. Without a URL psycopg is never imported.
 
     Raises :class:`StateUrlError` (one line naming the setting and the fix) for an unknown
     scheme and :class:`StateStoreUnavailable` when the database cannot be reached.
     """
-    url, source = configured_state_url(config, environ)
-    if url is None:
-        runtime = getattr(config, "runtime", None)
-        return open_store(state_dir or getattr(runtime, "state_dir", None))
-    retry_ms = getattr(getattr(config, "state", None), "retry_ms", None)
-    return open_store_from(url, source, retry_ms=retry_ms, migrate=migrate)
-
-
-def open_store_from(
-    url: str, source: str, *, retry_ms: int | None = None, migrate: bool = True
-) -> StateStore:
-    """:func:`open_store_url`, with errors naming where the URL came from (``source``:
-    ``state.url``, ``$AGENTPLUG_STATE_URL``, ``--url``...) instead of ``state.url``."""
-    try:
-        return open_store_url(url, retry_ms=retry_ms, migrate=migrate)
-    except StateUrlError as exc:
-        if source == "state.url":
-            raise
-        raise StateUrlError(str(exc).replace("state.url", source, 1)) from None
-    except StateStoreUnavailable as exc:
-        if source == "state.url":
-            raise
-        message = str(exc).replace("check state.url", f"check {source}")
-        raise StateStoreUnavailable(message) from None
+    location = state_location(config, state_dir=state_dir, environ=environ)
+    return location.open(migrate=migrate)
 
 
 def store_display_url(store: Any) -> str:

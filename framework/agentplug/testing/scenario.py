@@ -43,8 +43,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from agentplug.core.config import AgentplugConfig
-from agentplug.core.datafiles import DataFileError, read_data_file
+from agentplug.config.datafiles import DataFileError, read_data_file
+from agentplug.config.model import AgentplugConfig
 from agentplug.core.errors import AgentplugError, PluginLoadError, printable
 from agentplug.core.loader import ENTRY_POINT_GROUP, DiscoveredPlugin, discover
 from agentplug.gateway import Gateway, PluginHost

@@ -33,7 +33,6 @@ Typical use::
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -43,6 +42,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from agentplug.config.suggest import did_you_mean
 from agentplug.gateway import PluginHost
 from agentplug.testing.scenario import (
     Scenario,
@@ -196,8 +196,7 @@ def preflight(host: PluginHost, checked: CheckedScenario, *, source: str | None 
     for expectation, step in zip(checked.expectations, checked.scenario.steps, strict=True):
         decl = host.declarations.get(step.hook)
         if decl is None:
-            close = difflib.get_close_matches(step.hook, list(host.declarations), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(step.hook, host.declarations)
             problems.append((expectation.label, f"unknown hook {step.hook!r}{hint}"))
             continue
         if decl.deprecation is not None and decl.deprecation.alias_of:

@@ -35,7 +35,7 @@ from agentplug_hookspecs import Context, Event, HookModel
 __all__ = [
     "CONVERSATION_HOOKS",
     "DECISION_HOOKS",
-    "DEFAULT_PATH",
+    "DEFAULT_FILE",
     "LOW_PRIORITY",
     "OBSERVATION_HOOKS",
     "PLUGIN_ID",
@@ -46,8 +46,9 @@ __all__ = [
 ]
 
 PLUGIN_ID = "audit-log"
-DEFAULT_PATH = "agentplug-audit.jsonl"
-"""Where lines go when ``config.path`` is not set (relative to the working directory)."""
+DEFAULT_FILE = "audit-log.jsonl"
+"""The file in the gateway's state folder when ``config.path`` is not set (with neither,
+nothing is written: the plugin never drops a file in whatever folder the host runs in)."""
 LOW_PRIORITY = -1_000
 """Decision-hook recorders run last: they see what every other handler let through."""
 
@@ -217,8 +218,10 @@ def _handler(writer: AuditWriter, hook: str, *, never_fail: bool) -> AuditHandle
     return audit
 
 
-def _path(config: Mapping[str, Any]) -> Path:
-    raw = config.get("path") or DEFAULT_PATH
+def _path(config: Mapping[str, Any], state_dir: Path | None) -> Path | None:
+    raw = config.get("path")
+    if raw is None or raw == "":
+        return (state_dir / DEFAULT_FILE).absolute() if state_dir is not None else None
     if not isinstance(raw, str):
         raise ValueError(f"plugins.entries.{PLUGIN_ID}.config.path must be a file path string")
     # Resolved once: a later chdir of the host must not scatter the audit trail.
@@ -228,7 +231,12 @@ def _path(config: Mapping[str, Any]) -> Path:
 def register(api: PluginApi) -> None:
     """Entry point: one generated handler per audited hook, all sharing one writer."""
     config = api.plugin_config
-    writer = AuditWriter(_path(config))
+    path = _path(config, api.gateway.state_dir)
+    if path is None:
+        api.note(f"writes nothing: no state folder and no plugins.entries.{PLUGIN_ID}.config.path")
+        return
+    api.note(f"writes one line per hook call to {path}")
+    writer = AuditWriter(path)
     wanted = config.get("conversation_hooks")  # None: only when the operator allows them
     for hook in OBSERVATION_HOOKS:
         if hook in CONVERSATION_HOOKS and not (

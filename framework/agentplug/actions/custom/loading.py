@@ -20,7 +20,7 @@ from agentplug.actions.custom.models import CONFIG_KEY, CustomActionDef
 from agentplug.actions.custom.services import CustomActionServices
 from agentplug.actions.model import Action, ActionDefinitionError
 from agentplug.actions.registry import normalize_action_name
-from agentplug.core.datafiles import DataFileError, read_data_file
+from agentplug.config.datafiles import DataFileError, read_data_file
 
 __all__ = [
     "CustomActionConfigError",

@@ -11,7 +11,6 @@ for local servers (``ollama``, ``lmstudio``, ``llamacpp``, ``vllm``) and ``openr
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
@@ -27,6 +26,7 @@ from agentplug.agent.providers.base import (
     ToolCall,
     ToolSchema,
 )
+from agentplug.config.suggest import did_you_mean
 
 __all__ = [
     "PROVIDER_ENTRY_POINT_GROUP",
@@ -149,8 +149,7 @@ class ProviderRegistry:
             self._load_entry_points()
             factory = self._factories.get(name)
         if factory is None:
-            close = difflib.get_close_matches(name, self.names(), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(name, self.names(), lead="").replace("?", "? ")
             raise ProviderError(
                 f"unknown model provider {name!r}: {hint}set agent.model to "
                 f"'<provider>/<model>' with one of: {', '.join(self.names())} (or install "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
-from agentplug.core.datafiles import DataFileError, parse_json
+from agentplug.config.datafiles import DataFileError, parse_json
 
 if TYPE_CHECKING:
     from agentplug.actions.builtins.comms import OutputHub
@@ -55,7 +55,7 @@ class ApiBase:
         The body is streamed and never kept past ``max_bytes`` (413); a body at most 1 MiB
         over is read to its end so the connection stays usable, a larger one is cut off
         there and the connection closed, so the rest is never read. A body that is not
-        JSON, nests deeper than :data:`~agentplug.core.datafiles.MAX_DEPTH` or holds a
+        JSON, nests deeper than :data:`~agentplug.config.datafiles.MAX_DEPTH` or holds a
         number literal that is too long is a 400 with one line saying so (and one log line).
         """
         declared = request.headers.get("content-length")

@@ -37,7 +37,7 @@ from agentplug.actions.model import Action
 from agentplug.actions.registry import ActionConflictError, normalize_action_name
 from agentplug.api.responses import error_response
 from agentplug.api.routes.base import ApiBase
-from agentplug.core.datafiles import DataFileError, read_data_file
+from agentplug.config.datafiles import DataFileError, read_data_file
 from agentplug.core.redaction import scrub_data
 
 if TYPE_CHECKING:

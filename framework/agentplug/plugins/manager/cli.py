@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from typing import Any
 
-from agentplug.core.config_lookup import CONFIG_HELP
-from agentplug.plugins.ejected import DEFAULT_STATE_DIR, STATE_DIR_ENV, plugin_settings
+from agentplug.config.lookup import CONFIG_HELP
+from agentplug.config.model import AgentplugConfig
+from agentplug.plugins.ejected import plugin_settings
 from agentplug.plugins.manager.facade import PluginManager
 from agentplug.plugins.manager.reports import PluginManagerError, UnknownPluginError
+from agentplug.store.location import STATE_DIR_HELP
 
 _CHANGES_CODE = {"install", "eject", "sync", "reinject", "eject-core", "sync-core", "reinject-core"}
 """Operations that bring code onto disk or make it importable: they need a host, whose
@@ -21,13 +22,23 @@ install policy and before_install handlers check the code first."""
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def _cli_manager(args: argparse.Namespace, with_host: bool) -> PluginManager:
-    from agentplug.core.config_lookup import resolve_config
-    from agentplug.core.host import PluginHost
+def _config(args: argparse.Namespace) -> AgentplugConfig:
+    loaded = getattr(args, "loaded_config", None)  # read and checked by the command line
+    if isinstance(loaded, AgentplugConfig):
+        return loaded
+    from agentplug.config.lookup import resolve_config
 
     config, _ = resolve_config(
         getattr(args, "config", None), verbose=bool(getattr(args, "verbose", 0))
     )
+    return config
+
+
+def _cli_manager(args: argparse.Namespace, with_host: bool) -> PluginManager:
+    from agentplug.core.host import PluginHost
+    from agentplug.store.location import DEFAULT_STATE_DIR, state_location
+
+    config = _config(args)
     actions = dict(config.actions)
     overrides = {
         key: getattr(args, key)
@@ -35,7 +46,9 @@ def _cli_manager(args: argparse.Namespace, with_host: bool) -> PluginManager:
         if getattr(args, key, None)
     }
     settings = plugin_settings({"plugins": {**dict(actions.get("plugins") or {}), **overrides}})
-    state_dir = args.state_dir or os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR
+    # The one rule (--state-dir, $AGENTPLUG_STATE_DIR, runtime.state_dir, .agentplug-state).
+    location = state_location(config, state_dir=args.state_dir, default_dir=DEFAULT_STATE_DIR)
+    state_dir = location.state_dir or DEFAULT_STATE_DIR
     host: PluginHost | None = None
     if with_host:
         host = PluginHost(config)
@@ -51,13 +64,15 @@ def _emit(args: argparse.Namespace, payload: Any, text: str) -> None:
 
 
 def _plugin_list(args: argparse.Namespace) -> int:
-    from agentplug.core.config_lookup import resolve_config
     from agentplug.core.host import PluginHost
 
-    config, _ = resolve_config(
-        getattr(args, "config", None), verbose=bool(getattr(args, "verbose", 0))
+    print(
+        "agentplug plugin list: note: deprecated; `agentplug plugins` lists the plugins "
+        "(with their handlers, --json for this list's fields); this alias goes in the next "
+        "release",
+        file=sys.stderr,
     )
-    host = PluginHost(config)
+    host = PluginHost(_config(args))
     host.load_installed()
     rows = [
         {
@@ -171,11 +186,7 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
 def add_plugin_management_commands(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``agentplug plugin install|eject|sync|reinject|ejected|core-status|...``."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--state-dir",
-        default=None,
-        help=f"state folder (default: ${STATE_DIR_ENV} or {DEFAULT_STATE_DIR})",
-    )
+    common.add_argument("--state-dir", default=None, metavar="DIR", help=STATE_DIR_HELP)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -201,7 +212,7 @@ def add_plugin_management_commands(subparsers: Any) -> argparse.ArgumentParser:
             "security.install_policy and before_install first; a block changes nothing.",
         )
         p.add_argument(
-            "plugin_id", metavar="PLUGIN_ID", help="the plugin id `agentplug plugin list` shows"
+            "plugin_id", metavar="PLUGIN_ID", help="the plugin id `agentplug plugins` shows"
         )
         if name != "reinject":
             _add_index_options(p)
@@ -209,7 +220,7 @@ def add_plugin_management_commands(subparsers: Any) -> argparse.ArgumentParser:
     sub.add_parser(
         "list",
         parents=[common],
-        help="list installed plugins: id, display name, description, distribution",
+        help="deprecated: `agentplug plugins` lists the installed plugins",
     )
     for name, help_text in (
         ("eject-core", "put agentplug's own source under <state-dir>/core (git)"),
