@@ -322,7 +322,7 @@ class AgentRunner:
             success=True,
             reply=delivery.content if delivery is not None else reply,
             delivery=_scrubbed(delivery),
-            trace=scrub_data(trace.to_json()),
+            trace=trace,
         )
 
     def _message_ctx(
@@ -515,7 +515,7 @@ class AgentRunner:
             provider=turn.provider_name,
             model=turn.model,
             transcript=scrub_data(list(turn.session.messages)),
-            trace=scrub_data(trace.to_json()),
+            trace=trace,
         )
 
     async def _phases(self, turn: Turn) -> None:
