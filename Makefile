@@ -25,7 +25,7 @@ STRESS_ARGS := $(if $(SKIP_STRESS),-m "not stress",)
 # The documentation site (mkdocs.yml), built into a git-ignored folder.
 SITE_DIR := build/site
 
-.PHONY: demo test lint typecheck pytest bench docs docs-site docs-serve ui-screenshots clean
+.PHONY: demo test lint typecheck pytest bench bench-quick docs docs-site docs-serve ui-screenshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,12 @@ ui-screenshots: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+# Every benchmark at small N (a smoke run: the numbers are noisy). Not part of `make test`:
+# on a loaded 2-core machine it takes over 2 minutes. tests/test_bench_capacity.py (a stress
+# test, so `make test` runs it) runs the capacity benchmarks of bench/run.py this way.
+bench-quick: $(STAMP)
+	$(PY) bench/run.py --quick
 
 docs: $(STAMP)
 	$(VENV)/bin/agentplug docs hooks --write docs/hooks.md

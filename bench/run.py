@@ -4,10 +4,13 @@
 discovery benchmarks and, when present, ``bench/bench_http.py``, ``bench/bench_code.py``,
 ``bench/bench_services.py``, ``bench/bench_agent.py`` (the turn runner's overhead per
 turn), ``bench/bench_store.py`` (SQLite and PostgreSQL state stores side by side, 1 and
-8 writer processes) and ``bench/bench_bounds.py`` (the memory peak of a turn receiving a
-50 MB model response); each imported guarded: a missing or failing optional benchmark is
-recorded, not fatal. ``--quick`` is a short
-smoke run (fewer repeats; numbers are noisier). Exit status is 0 when the benchmarks ran,
+8 writer processes), ``bench/bench_bounds.py`` (the memory peak of a turn receiving a
+50 MB model response) and the capacity benchmarks (``bench_concurrency.py``: 1 to 1 000
+concurrent sessions; ``bench_session_memory.py``: idle sessions; ``bench_turn_api.py``: the
+control API's turn endpoint under 200 clients; ``bench_faults.py``: three gateways on one
+PostgreSQL under faults); each imported guarded: a missing or failing optional benchmark
+is recorded, not fatal. ``--quick`` is a short smoke run (small N, fewer repeats; numbers
+are noisier); ``--only a,b`` runs those benchmarks alone. Exit status is 0 when the benchmarks ran,
 whether or not a target was met (the table and the JSON say which); it is 1 only when one of
 the four core benchmarks itself crashed.
 """
@@ -34,6 +37,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from capacity_rows import capacity_rows  # noqa: E402
+
 CORE = ("bench_dispatch", "bench_input", "bench_startup", "bench_discovery")
 OPTIONAL = (
     "bench_http",
@@ -42,7 +47,13 @@ OPTIONAL = (
     "bench_agent",
     "bench_store",
     "bench_bounds",
+    "bench_concurrency",
+    "bench_session_memory",
+    "bench_turn_api",
+    "bench_faults",
 )
+CAPACITY = ("bench_concurrency", "bench_session_memory", "bench_turn_api", "bench_faults")
+"""The capacity benchmarks (issue 30): each a table of its own and rows in the summary."""
 QUICK_N = 40  # request count for an optional ``run(n=...)`` benchmark under --quick
 
 
@@ -252,6 +263,7 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
             )
     rows += _store_rows(results.get("bench_store", {}))
     rows += _bounds_rows(results.get("bench_bounds", {}))
+    rows += capacity_rows(results)
     for name, entry in results.items():
         if entry.get("status") == "error":
             error = str(entry.get("error", "?"))
@@ -265,6 +277,7 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
             "bench_agent",
             "bench_store",
             "bench_bounds",
+            *CAPACITY,
         ):
             rows.append((name.removeprefix("bench_"), "ran", f"{entry['seconds']:.1f} s", ""))
     return rows
@@ -327,6 +340,13 @@ def _bounds_rows(entry: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _load() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
 def _table(rows: list[tuple[str, str, str, str]]) -> str:
     header = ("bench", "metric", "value", "target")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
@@ -340,11 +360,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short smoke run (noisier)")
     parser.add_argument("--out", type=Path, default=HERE / "results.json", help="JSON output path")
+    parser.add_argument(
+        "--only",
+        help="comma-separated benchmarks to run (e.g. bench_concurrency,bench_faults)",
+    )
     args = parser.parse_args(argv)
+    chosen = CORE + OPTIONAL
+    if args.only:
+        wanted = [n if n.startswith("bench_") else f"bench_{n}" for n in args.only.split(",")]
+        unknown = [n for n in wanted if n not in chosen]
+        if unknown:
+            parser.error(f"--only: no benchmark {', '.join(unknown)}; known: {', '.join(chosen)}")
+        chosen = tuple(n for n in chosen if n in wanted)
 
     started = datetime.now(UTC)
     results: dict[str, dict[str, Any]] = {}
-    for name in CORE + OPTIONAL:
+    for name in chosen:
         print(f"running {name}{' (quick)' if args.quick else ''} ...", file=sys.stderr)
         results[name] = _run_one(name, args.quick, optional=name in OPTIONAL)
 
@@ -363,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "load_average": _load(),
         "benchmarks": {
             name: {k: v for k, v in entry.items() if k not in ("table",)}
             for name, entry in results.items()
@@ -371,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"\nwrote {args.out}")
-    return 1 if any(results[n].get("status") == "error" for n in CORE) else 0
+    return 1 if any(results.get(n, {}).get("status") == "error" for n in CORE) else 0
 
 
 if __name__ == "__main__":

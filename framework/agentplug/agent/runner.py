@@ -363,7 +363,7 @@ class AgentRunner:
             success=True,
             reply=delivery.content if delivery is not None else reply,
             delivery=_scrubbed(delivery),
-            trace=scrub_data(trace.to_json()),
+            trace=trace,
         )
         self.turn_log.ended(result, agent_id=self.agent_id)
         return result
@@ -520,7 +520,7 @@ class AgentRunner:
             provider=turn.provider_name,
             model=turn.model,
             transcript=scrub_data(list(turn.session.messages)),
-            trace=scrub_data(turn.trace.to_json()),
+            trace=turn.trace,
             subagents=turn.subagent_runs,
         )
         self.turn_log.ended(result, agent_id=self.agent_id)

@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentplug.core.results import HandlerStatus
+
 if TYPE_CHECKING:
     from agentplug.core.host import PluginHost
-    from agentplug.core.results import DispatchResult
+    from agentplug.core.results import DispatchResult, Record
 
 __all__ = ["TraceEntry", "TurnTrace", "current_trace", "install_tap"]
 
@@ -57,13 +59,38 @@ class TraceEntry:
         return out
 
 
-@dataclass
-class TurnTrace:
-    """Everything one turn did, in order."""
+_Dispatch = tuple[str, float, "list[Record]", "dict[str, Any] | None", float]
+"""A hook dispatch as the tap keeps it: hook, milliseconds, the dispatch's own list of
+handler records (kept, not copied), the decision facts (``None``: none), the start in
+milliseconds since the trace began."""
 
-    entries: list[TraceEntry] = field(default_factory=list)
-    began: float = field(default_factory=time.perf_counter)
-    """``time.perf_counter()`` when the trace began (entries' ``start_ms`` count from it)."""
+
+class TurnTrace:
+    """Everything one turn did, in order.
+
+    A hook dispatch is kept as the dispatcher returned it (the hook, the time, the
+    dispatch's own list of handler records, the decision facts) and becomes a
+    :class:`TraceEntry` or JSON only when read (:attr:`entries`, :meth:`to_json`): a turn
+    dispatches about 30 hooks, with 10 plugins about 280 handler lines, and a thousand
+    turns in flight holding those as objects keep the garbage collector busy.
+    """
+
+    __slots__ = ("_items", "began")
+
+    def __init__(self, entries: list[TraceEntry] | None = None) -> None:
+        self._items: list[TraceEntry | _Dispatch] = list(entries or [])
+        self.began = time.perf_counter()
+        """``time.perf_counter()`` when the trace began (entries' ``start_ms`` count from
+        it)."""
+
+    @property
+    def entries(self) -> list[TraceEntry]:
+        """Every step as a :class:`TraceEntry` (built on first read; the list is live)."""
+        items = self._items
+        for index, item in enumerate(items):
+            if type(item) is tuple:
+                items[index] = _entry(item)
+        return items  # type: ignore[return-value]  # every item is an entry now
 
     @property
     def hooks(self) -> list[str]:
@@ -93,8 +120,20 @@ class TurnTrace:
             {k: v for k, v in decision.items() if v is not None},
             max(0.0, start_ms),
         )
-        self.entries.append(entry)
+        self._items.append(entry)
         return entry
+
+    def record(self, hook: str, result: DispatchResult[Any], started: float) -> None:
+        """Record one hook dispatch that began at ``started`` (``time.perf_counter``)."""
+        self._items.append(
+            (
+                result.hook or hook,
+                (time.perf_counter() - started) * 1000,
+                result.records or _NONE,
+                decision_of(result.outcome),
+                max(0.0, (started - self.began) * 1000),
+            )
+        )
 
     def of(self, hook: str) -> list[TraceEntry]:
         """Entries of ``hook``."""
@@ -102,7 +141,44 @@ class TurnTrace:
 
     def to_json(self) -> list[dict[str, Any]]:
         """Every entry as JSON-compatible dicts."""
-        return [e.to_json() for e in self.entries]
+        return [
+            _dispatch_json(item) if type(item) is tuple else item.to_json()  # type: ignore[union-attr]
+            for item in self._items
+        ]
+
+
+def _handlers(records: list[Record]) -> list[dict[str, Any]]:
+    out = []
+    for h, status, seconds, error in records:
+        line = {
+            "plugin_id": h.plugin_id,
+            "status": _STATUS[status],
+            "duration_ms": round(seconds * 1000, 3),
+        }
+        if error:
+            line["error"] = error
+        out.append(line)
+    return out
+
+
+def _entry(item: _Dispatch) -> TraceEntry:
+    name, duration_ms, records, decision, start_ms = item
+    return TraceEntry("hook", name, duration_ms, _handlers(records), decision or {}, start_ms)
+
+
+def _dispatch_json(item: _Dispatch) -> dict[str, Any]:
+    name, duration_ms, records, decision, start_ms = item
+    out: dict[str, Any] = {
+        "kind": "hook",
+        "name": name,
+        "start_ms": round(start_ms, 3),
+        "duration_ms": round(duration_ms, 3),
+    }
+    if records:
+        out["handlers"] = _handlers(records)
+    if decision:
+        out["decision"] = decision
+    return out
 
 
 def current_trace() -> TurnTrace | None:
@@ -131,52 +207,53 @@ _DECISION_FIELDS = (
     "decided_by",
     "action",
 )
+_STATUS = {status: status.value for status in HandlerStatus}
+_NONE: list[Record] = []
+"""Shared by every dispatch without handlers (never changed)."""
+_fields_of: dict[type, tuple[tuple[str, ...], bool, bool]] = {}
 
 
-def decision_of(outcome: Any) -> dict[str, Any]:
-    """Safe decision facts of a reduced outcome (no content, no confidential reason)."""
+def _decision_fields(kind: type) -> tuple[tuple[str, ...], bool, bool]:
+    """The decision fields an outcome class has, and whether it has ``outcome`` and
+    ``approval`` (looked up once per class: most outcomes have none of them)."""
+    found = _fields_of.get(kind)
+    if found is None:
+        names = getattr(kind, "model_fields", None)
+        if names is None:  # not a pydantic model: look for every name
+            found = (_DECISION_FIELDS, True, True)
+        else:
+            found = (
+                tuple(n for n in _DECISION_FIELDS if n in names),
+                "outcome" in names,
+                "approval" in names,
+            )
+        _fields_of[kind] = found
+    return found
+
+
+def decision_of(outcome: Any) -> dict[str, Any] | None:
+    """Safe decision facts of a reduced outcome (no content, no confidential reason);
+    ``None`` when there are none."""
+    fields, has_outcome, has_approval = _decision_fields(type(outcome))
+    if not (fields or has_outcome or has_approval):
+        return None
     # Pydantic models keep their fields in ``__dict__``: reading it avoids the (slow)
     # attribute fallback for the fields a given outcome does not have.
     values: dict[str, Any] = getattr(outcome, "__dict__", None) or {}
     out: dict[str, Any] = {}
-    for name in _DECISION_FIELDS:
+    for name in fields:
         value = values.get(name)
         if value in (None, False, [], "") or (name == "action" and value == "continue"):
             continue
         out[name] = list(value) if isinstance(value, list) else value
-    if values.get("outcome") == "block":
+    if has_outcome and values.get("outcome") == "block":
         out["blocked"] = True
         out["blocked_by"] = values.get("blocked_by")
-    approval = values.get("approval")
+    approval = values.get("approval") if has_approval else None
     plugin_id = getattr(approval, "plugin_id", None) if approval is not None else None
     if plugin_id:
         out["approval_requested_by"] = plugin_id
-    return out
-
-
-def _record(name: str, result: DispatchResult[Any], started: float) -> None:
-    trace = _CURRENT.get()
-    if trace is None:
-        return
-    handlers = [
-        {
-            "plugin_id": h.plugin_id,
-            "status": status.value,
-            "duration_ms": round(seconds * 1000, 3),
-            **({"error": error} if error else {}),
-        }
-        for h, status, seconds, error in result.records
-    ]
-    trace.entries.append(
-        TraceEntry(
-            "hook",
-            result.hook or name,
-            (time.perf_counter() - started) * 1000,
-            handlers,
-            decision_of(result.outcome),
-            max(0.0, (started - trace.began) * 1000),
-        )
-    )
+    return out or None
 
 
 def install_tap(host: PluginHost) -> None:
@@ -187,19 +264,21 @@ def install_tap(host: PluginHost) -> None:
     inner_call_sync = host.call_sync
 
     async def dispatch(hook: str, event: Any = None, ctx: Any = None) -> DispatchResult[Any]:
-        if _CURRENT.get() is None:
+        trace = _CURRENT.get()
+        if trace is None:
             return await inner_dispatch(hook, event, ctx)
         started = time.perf_counter()
         result = await inner_dispatch(hook, event, ctx)
-        _record(hook, result, started)
+        trace.record(hook, result, started)
         return result
 
     def call_sync(hook: str, event: Any = None, ctx: Any = None) -> DispatchResult[Any]:
-        if _CURRENT.get() is None:
+        trace = _CURRENT.get()
+        if trace is None:
             return inner_call_sync(hook, event, ctx)
         started = time.perf_counter()
         result = inner_call_sync(hook, event, ctx)
-        _record(hook, result, started)
+        trace.record(hook, result, started)
         return result
 
     host.dispatch = dispatch  # type: ignore[method-assign]

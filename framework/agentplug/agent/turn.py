@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agentplug_hookspecs.common import AgentContext, MessageContext, ThreadId
 from agentplug_hookspecs.tools import ToolContext
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    computed_field,
+    model_validator,
+)
 
 from agentplug.agent.action_tools import ToolPolicy
 from agentplug.agent.config import AgentConfig
@@ -25,6 +34,7 @@ from agentplug.agent.spawn import Spawn, SubagentRun
 from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord
+from agentplug.core.redaction import scrub_data
 from agentplug.services.signals import AbortSignal
 from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
@@ -101,9 +111,33 @@ class TurnResult(BaseModel):
     provider: str | None = None
     model: str | None = None
     transcript: list[dict[str, Any]] = Field(default_factory=list)
-    trace: list[dict[str, Any]] = Field(default_factory=list)
     subagents: list[SubagentRun] = Field(default_factory=list)
     """The sub-agents the turn spawned, in order (each with its own spawns)."""
+    _steps: TurnTrace | list[dict[str, Any]] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_trace(cls, data: Any, handler: ModelWrapValidatorHandler[TurnResult]) -> TurnResult:
+        # ``trace`` (a TurnTrace, or entries already as dicts) is kept as given and turned
+        # into JSON when first read: most callers never read it.
+        steps = None
+        if isinstance(data, Mapping) and "trace" in data:
+            data = dict(data)
+            steps = data.pop("trace")
+        result = handler(data)
+        result._steps = steps
+        return result
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def trace(self) -> list[dict[str, Any]]:
+        """Every step of the turn in order (hooks with their handlers, model calls, tool
+        calls) as JSON-compatible dicts, scrubbed of configured secrets; built on first
+        read (``model_dump`` included)."""
+        steps, self._steps = self._steps, None
+        if isinstance(steps, TurnTrace):
+            return list(scrub_data(steps.to_json()))
+        return [dict(entry) for entry in steps or []]
 
     @property
     def hooks(self) -> list[str]:

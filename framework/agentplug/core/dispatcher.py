@@ -150,15 +150,17 @@ class HookDispatcher:
             records = await run_concurrent(plan, ev, cx, self.tracker, timing)
             return DispatchResult(plan.name, _OBSERVED, records)
         if mode == SYNC:
-            return self._run_sync(plan, ev, cx)
+            return self._run_sync(plan, ev, cx, timing)
         run = SequentialRun(plan, ev, cx, self.tracker, timing)
         done = run.start()
         records = done if done is not None else await run.resume()
         return DispatchResult(plan.name, run.outcome(), records)
 
-    def _run_sync(self, plan: HookPlan, ev: Event, cx: Context) -> DispatchResult[Any]:
+    def _run_sync(
+        self, plan: HookPlan, ev: Event, cx: Context, timing: bool = False
+    ) -> DispatchResult[Any]:
         reducer = plan.reducer(plan.decl, ev)
-        records = run_sync(plan, reducer, cx, self.tracker)
+        records = run_sync(plan, reducer, cx, self.tracker, timing)
         return DispatchResult(plan.name, reducer.finish(), records)
 
     def enable_tracing(self, tracer: Any = None) -> None:
@@ -178,7 +180,7 @@ class HookDispatcher:
                 f"hook {hook!r} is {plan.decl.kind.value}, not sync: use `await "
                 "host.dispatch(...)` or host.sync.dispatch(...)"
             )
-        return self._run_sync(plan, ev, cx)
+        return self._run_sync(plan, ev, cx, self.timings)
 
     def emit(
         self,

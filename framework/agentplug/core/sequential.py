@@ -225,8 +225,10 @@ class SyncRun(Run):
 
     __slots__ = ()
 
-    def __init__(self, hook: HookPlan, reducer: Reducer, ctx: Context, tracker: Tracker) -> None:
-        super().__init__(hook, reducer.event, ctx, tracker, timing=True)
+    def __init__(
+        self, hook: HookPlan, reducer: Reducer, ctx: Context, tracker: Tracker, timing: bool
+    ) -> None:
+        super().__init__(hook, reducer.event, ctx, tracker, timing)
         self.reducer = reducer
         self.inline_only = True
 
@@ -268,9 +270,15 @@ class SyncRun(Run):
         return None
 
 
-def run_sync(hook: HookPlan, reducer: Reducer, ctx: Context, tracker: Tracker) -> list[Record]:
-    """Run a synchronous pipeline hook; async handlers are ignored (warned at registration)."""
-    run = SyncRun(hook, reducer, ctx, tracker)
+def run_sync(
+    hook: HookPlan, reducer: Reducer, ctx: Context, tracker: Tracker, timing: bool = False
+) -> list[Record]:
+    """Run a synchronous pipeline hook; async handlers are ignored (warned at registration).
+
+    ``timing``: give each handler's record its duration, as the asynchronous hooks do
+    when the host observes (otherwise a handler that returned nothing shares one record).
+    """
+    run = SyncRun(hook, reducer, ctx, tracker, timing)
     var = HANDLER_CONTEXT
     token = var.set(var.get())
     chain = run.chain(0, 0)
