@@ -135,6 +135,10 @@ class UiServer:
         finally:
             sock.close()
             await gateway.aclose()
+            # gateway.aclose() leaves the custom actions' warm code sandbox running (the
+            # serve process exits instead); this server lives inside the test process.
+            if gateway.actions.custom_services is not None:
+                gateway.actions.custom_services.close()
 
     def _recording(self, app: Any) -> Any:
         """``app`` with every answer's status written down (what the server decided,
