@@ -20,9 +20,10 @@ of the run, and the garbage collections of each generation in the window.
 
 Each run (shape, N, variant, repeat) is a fresh process, so the peak RSS and the
 collector's state are the run's own; the variants' order rotates between repeats
-(interleaved) and every figure is the median over repeats (ratios: the median of each
-repeat's ratio). ``--quick`` runs N = 1 and 20 with short windows and pauses, one
-repeat, in this process: a smoke run that keeps the code working, not a measurement.
+(interleaved) and every figure is the median over repeats (3 for saturation, 2 for
+users; ratios: the median of each repeat's ratio). ``--quick`` runs N = 1 and 20 with
+short windows and pauses, one repeat, in this process: a smoke run that keeps the code
+working, not a measurement.
 
 Targets (issue 30), saturation at N = 1 000: CPU per turn (no plugins) at most 0.25x
 PydanticAI's; turns/s with 10 plugins at least 0.8x the turns/s with none; CPU per turn
@@ -71,6 +72,9 @@ class Settings:
     ns: tuple[int, ...] = (1, 100, 1000)
     shapes: tuple[str, ...] = SHAPES
     repeats: int = 3
+    """Runs of each variant, saturation shape."""
+    users_repeats: int = 2
+    """Runs of each variant, users shape (each lasts 20 s whatever N is)."""
     window_s: float = 10.0
     """The measured window of the saturation shape."""
     users_window_s: float = 15.0
@@ -80,12 +84,16 @@ class Settings:
     """Wait after every session finished a turn, before the window opens."""
     isolate: bool = True
     """One process per run (the full benchmark); ``False`` runs in this process."""
+    gc_freeze: bool = False
+    """``gc.freeze()`` after the warm-up: what start-up built is never collected again, so
+    a full collection walks only what the turns hold (docs/scaling.md, "Capacity")."""
     max_warm_s: float = 180.0
 
 
 QUICK = Settings(
     ns=(1, 20),
     repeats=1,
+    users_repeats=1,
     window_s=0.5,
     users_window_s=1.0,
     users_spread_s=0.2,
@@ -120,6 +128,8 @@ async def measure(shape: str, n: int, variant: str, settings: Settings) -> dict[
     for i in range(3):  # warm-up: imports, plans, caches
         await turn(f"warm-{i}")
     gc.collect()
+    if settings.gc_freeze:
+        gc.freeze()
     users = shape == "users"
     pause = settings.users_pause_s if users else 0.0
     window = settings.users_window_s if users else settings.window_s
@@ -169,12 +179,14 @@ async def measure(shape: str, n: int, variant: str, settings: Settings) -> dict[
     await asyncio.sleep(settings.settle_s)
     tally.latencies.clear()
     cpu0 = time.process_time()
+    waited0 = workload.run_queue_wait_s()
     tally.started = clock()
     tally.open = lag.recording = True
     gcs.start()
     await asyncio.sleep(window)
     ended = clock()
     cpu = time.process_time() - cpu0
+    waited = workload.run_queue_wait_s() - waited0
     tally.open = lag.recording = False
     gcs.stop()
     tracked = len(gc.get_objects())  # what the collector walks in a full collection
@@ -206,6 +218,9 @@ async def measure(shape: str, n: int, variant: str, settings: Settings) -> dict[
         "gc_collections": gcs.counts,
         "gc_ms": round(gcs.seconds * 1000, 1),
         "gc_ms_by_generation": [round(x * 1000, 1) for x in gcs.seconds_by_generation],
+        "gc_max_ms": round(gcs.longest * 1000, 1),
+        "cpu_share": round(cpu / length, 3),
+        "run_queue_wait_share": round(waited / length, 3),
         "tracked_objects": tracked,
         "load": [load_before, workload.load_average()],
     }
@@ -261,7 +276,7 @@ def run(quick: bool = False, settings: Settings | None = None) -> dict[str, Any]
     for shape in s.shapes:
         for n in s.ns:
             cell = samples.setdefault(shape, {}).setdefault(str(n), {v: [] for v in variants})
-            for repeat in range(s.repeats):
+            for repeat in range(s.repeats if shape == "saturation" else s.users_repeats):
                 order = variants[repeat % len(variants) :] + variants[: repeat % len(variants)]
                 for variant in order:
                     print(f"  {shape} n={n} {variant} #{repeat + 1}", file=sys.stderr)
@@ -390,7 +405,8 @@ def format_table(result: dict[str, Any]) -> str:
     )
     lines = [
         "concurrent sessions (model 2 x 50 ms, 1 tool call; medians of "
-        f"{result['settings']['repeats']} runs; pydantic-ai: {result['pydantic_ai']})",
+        f"{result['settings']['repeats']} runs (users: {result['settings']['users_repeats']}); "
+        f"pydantic-ai: {result['pydantic_ai']})",
         head,
         "-" * len(head),
     ]
@@ -419,6 +435,7 @@ def _main(argv: list[str]) -> None:
     parser.add_argument("--n", help="comma-separated session counts")
     parser.add_argument("--shapes", help="comma-separated: saturation,users")
     parser.add_argument("--json", action="store_true", help="print the result as JSON too")
+    parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after warm-up")
     args = parser.parse_args(argv)
     if args.cell:
         spec = json.loads(args.cell)
@@ -427,11 +444,12 @@ def _main(argv: list[str]) -> None:
         return
     settings = replace(QUICK if args.quick else Settings())
     if args.repeats:
-        settings.repeats = args.repeats
+        settings.repeats = settings.users_repeats = args.repeats
     if args.n:
         settings.ns = tuple(int(x) for x in args.n.split(","))
     if args.shapes:
         settings.shapes = tuple(args.shapes.split(","))
+    settings.gc_freeze = args.gc_freeze
     result = run(args.quick, settings)
     print(format_table(result))
     if args.json:

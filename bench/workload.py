@@ -204,6 +204,16 @@ def reset_peak_rss() -> bool:
         return False
 
 
+def run_queue_wait_s() -> float:
+    """Seconds this thread has spent runnable but waiting for a CPU (``/proc/thread-self/
+    schedstat``; ``nan`` where missing): on a loaded machine, time lost to other processes."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return math.nan
+
+
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (empty where unknown)."""
     try:
@@ -247,6 +257,8 @@ class GcCounter:
     def __init__(self) -> None:
         self.counts = [0, 0, 0]
         self.seconds_by_generation = [0.0, 0.0, 0.0]
+        self.longest = 0.0
+        """The longest single collection (CPU seconds)."""
         self._started = 0.0
         self._on = False
 
@@ -261,8 +273,10 @@ class GcCounter:
         if phase == "start":
             self._started = time.thread_time()
         else:
+            took = time.thread_time() - self._started
             self.counts[info["generation"]] += 1
-            self.seconds_by_generation[info["generation"]] += time.thread_time() - self._started
+            self.seconds_by_generation[info["generation"]] += took
+            self.longest = max(self.longest, took)
 
     def start(self) -> None:
         """Start counting."""

@@ -13,6 +13,7 @@ from typing import Any
 from agentplug import Gateway, PluginApi
 from agentplug.agent import TurnResult
 from agentplug.agent.trace import TurnTrace
+from agentplug.core.redaction import forget_secret, register_secret
 
 from tests.agent.conftest import make_runner, on, run, tool_call
 
@@ -98,3 +99,27 @@ def test_a_synchronous_hook_times_its_handlers_only_when_the_host_measures_timin
     timed = host.hooks.before_message_write(event)
     assert [h.duration_ms for h in untimed.handlers] == [0.0]
     assert timed.handlers[0].duration_ms > 0.0
+
+
+SECRET = "sk-trace-test-6f1d2c9a8b7e"
+
+
+def test_a_secret_in_a_step_of_the_trace_is_scrubbed_when_the_result_is_read() -> None:
+    trace = TurnTrace()
+    trace.add("tool", "web_search", 1.0, refused=f"the server answered {SECRET}")
+    register_secret(SECRET)
+    try:
+        result = TurnResult.model_validate(
+            {
+                "run_id": "r",
+                "session_key": "s",
+                "status": "failed",
+                "success": False,
+                "trace": trace,
+            }
+        )
+        [step] = result.trace
+    finally:
+        forget_secret(SECRET)
+    assert step["decision"]["refused"].startswith("the server answered")
+    assert SECRET not in str(result.model_dump())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,10 @@ class TraceEntry:
         if self.decision:
             out["decision"] = self.decision
         return out
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 _Dispatch = tuple[str, float, "list[Record]", "dict[str, Any] | None", float]
@@ -139,15 +144,21 @@ class TurnTrace:
         """Entries of ``hook``."""
         return [e for e in self.entries if e.kind == "hook" and e.name == hook]
 
-    def to_json(self) -> list[dict[str, Any]]:
-        """Every entry as JSON-compatible dicts."""
+    def to_json(self, clean: Callable[[Any], Any] = _same) -> list[dict[str, Any]]:
+        """Every entry as JSON-compatible dicts.
+
+        ``clean`` (e.g. :func:`~agentplug.core.redaction.scrub_data`) is applied to what
+        may carry text from outside: handler errors, decision facts and the runner's own
+        steps (a tool name, a refusal); hook names, plugin ids and statuses are the
+        host's own and are passed as they are.
+        """
         return [
-            _dispatch_json(item) if type(item) is tuple else item.to_json()  # type: ignore[union-attr]
+            _dispatch_json(item, clean) if type(item) is tuple else clean(item.to_json())  # type: ignore[union-attr]
             for item in self._items
         ]
 
 
-def _handlers(records: list[Record]) -> list[dict[str, Any]]:
+def _handlers(records: list[Record], clean: Callable[[Any], Any] = _same) -> list[dict[str, Any]]:
     out = []
     for h, status, seconds, error in records:
         line = {
@@ -156,7 +167,7 @@ def _handlers(records: list[Record]) -> list[dict[str, Any]]:
             "duration_ms": round(seconds * 1000, 3),
         }
         if error:
-            line["error"] = error
+            line["error"] = clean(error)
         out.append(line)
     return out
 
@@ -166,7 +177,7 @@ def _entry(item: _Dispatch) -> TraceEntry:
     return TraceEntry("hook", name, duration_ms, _handlers(records), decision or {}, start_ms)
 
 
-def _dispatch_json(item: _Dispatch) -> dict[str, Any]:
+def _dispatch_json(item: _Dispatch, clean: Callable[[Any], Any]) -> dict[str, Any]:
     name, duration_ms, records, decision, start_ms = item
     out: dict[str, Any] = {
         "kind": "hook",
@@ -175,9 +186,9 @@ def _dispatch_json(item: _Dispatch) -> dict[str, Any]:
         "duration_ms": round(duration_ms, 3),
     }
     if records:
-        out["handlers"] = _handlers(records)
+        out["handlers"] = _handlers(records, clean)
     if decision:
-        out["decision"] = decision
+        out["decision"] = clean(decision)
     return out
 
 

@@ -136,7 +136,7 @@ class TurnResult(BaseModel):
         read (``model_dump`` included)."""
         steps, self._steps = self._steps, None
         if isinstance(steps, TurnTrace):
-            return list(scrub_data(steps.to_json()))
+            return steps.to_json(clean=scrub_data)
         return [dict(entry) for entry in steps or []]
 
     @property
