@@ -30,20 +30,21 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from agentplug_hookspecs.common import AgentContext, MessageContext
 from agentplug_hookspecs.tools import ToolContext
 
 from agentplug.agent import compaction, prompt
 from agentplug.agent.config import AgentConfig, agent_config
-from agentplug.agent.mcp import McpToolSource, connect_servers
+from agentplug.agent.mcp import McpToolSource, connect_servers, refuse_action_clashes
 from agentplug.agent.model_loop import model_loop
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
-from agentplug.agent.tools import ToolError, ToolRegistry
+from agentplug.agent.sync_runner import SyncAgentRunner
+from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
 from agentplug.agent.transcript import (
     SessionRecord,
@@ -71,7 +72,6 @@ from agentplug.services.turns import DeliveryResult
 __all__ = ["AgentRunner", "SyncAgentRunner"]
 
 log = logging.getLogger("agentplug.agent")
-T = TypeVar("T")
 
 
 def _session_key(agent_id: str, message: InboundMessage) -> str:
@@ -209,8 +209,7 @@ class AgentRunner:
                 "spelling (`agentplug actions list` lists every action)",
                 name,
             )
-        self._refuse_mcp_action_clashes()
-        # ToolError on a name clash (an MCP tool named like an action): every turn fails.
+        refuse_action_clashes(self._mcp or [], self.actions.registry.names())  # or every turn fails
         self.tools.add_actions(self.actions, policy)
         self._actions_loaded = True
         names = [*self.actions.registry.names(), *(t.name for t in self.tools.all())]
@@ -219,23 +218,6 @@ class AgentRunner:
                 "agent.tools.exclude names %r, but no tool is called that; check the spelling",
                 name,
             )
-
-    def _refuse_mcp_action_clashes(self) -> None:
-        """An MCP tool named like any registered action (offered or not, names compared
-        as the action registry does, case-insensitively) is refused: policies and grants
-        written for the action would govern it, and allowing the action later would
-        break every turn."""
-        actions = {name.upper(): name for name in self.actions.registry.names()}
-        for source in self._mcp or []:
-            for tool in source.tools():
-                action = actions.get(tool.name.upper())
-                if action is not None:
-                    raise ToolError(
-                        f"tool {tool.name!r} of MCP server {source.name!r} has the name of "
-                        f"the action {action!r}: one name must mean one tool (a policy for "
-                        "it would govern both); keep the server's prefix (prefix: true) or "
-                        "exclude one"
-                    )
 
     async def connect_mcp(self) -> list[McpToolSource]:
         """Connect the ``agent.tools.mcp_servers`` (once) and add their tools; the first
@@ -557,23 +539,3 @@ def _scrubbed(delivery: DeliveryResult | None) -> DeliveryResult | None:
     if delivery is None or delivery.error is None:
         return delivery
     return delivery.model_copy(update={"error": scrub(delivery.error)})
-
-
-class SyncAgentRunner:
-    """Blocking methods over an :class:`AgentRunner` (on the host's private loop)."""
-
-    def __init__(self, runner: AgentRunner) -> None:
-        self.runner = runner
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.runner.host.sync.run(coro)
-
-    def handle_inbound(
-        self, message: InboundMessage | Mapping[str, Any], **kwargs: Any
-    ) -> TurnResult:
-        """Blocking :meth:`AgentRunner.handle_inbound`."""
-        return self._run(self.runner.handle_inbound(message, **kwargs))
-
-    def run_turn(self, prompt_text: str, **kwargs: Any) -> TurnResult:
-        """Blocking :meth:`AgentRunner.run_turn`."""
-        return self._run(self.runner.run_turn(prompt_text, **kwargs))
