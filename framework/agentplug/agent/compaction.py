@@ -4,8 +4,11 @@ When ``agent.context_token_budget`` is set and the transcript's estimated size (
 characters per token, details stripped) passes it, the runner dispatches
 ``before_compaction``, asks the turn's model for a summary of all but the latest
 ``agent.compaction_keep_messages`` messages, replaces them with one summary message, and
-dispatches ``after_compaction``. A failed summary leaves the transcript as it was (the
-turn goes on). Tool results are never split from their assistant call.
+dispatches ``after_compaction``. The summary call is a governed model call like any
+other (``model_call_*`` hooks, the turn's abort signal, deadline, retries and usage
+limits: :mod:`~agentplug.agent.calls`). A failed summary leaves the transcript as it was
+(the turn goes on; a cancelled turn stops). Tool results are never split from their
+assistant call.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from agentplug.agent.limits import bound_response, within_deadline
+from agentplug.agent.calls import candidates, governed_call, scope_of
+from agentplug.agent.limits import bound_response
 from agentplug.agent.providers.base import ModelRequest
-from agentplug.agent.turn import Turn
+from agentplug.agent.turn import Turn, TurnCancelled
+from agentplug.agent.usage import UsageLimitReached
 from agentplug.services.toolresults import strip_details
 
 __all__ = ["SUMMARY_PROMPT", "compact", "estimate_tokens"]
@@ -85,11 +90,14 @@ async def compact(turn: Turn) -> bool:
         max_response_bytes=limits.model_response_bytes,
     )
     try:
-        response = await within_deadline(
-            turn.runner.provider_for(turn.provider_name).complete(request),
-            limits,
-            f"compaction call to {turn.provider_name}/{turn.model}",
+        # A governed call: its own model_call_* hooks, the turn's signal, deadline,
+        # retries and usage limits (calls.py).
+        answer = await governed_call(
+            scope_of(turn), candidates(turn), request, purpose="compaction"
         )
+        response = answer.response
+    except (TurnCancelled, UsageLimitReached):
+        raise
     except Exception as exc:  # ProviderError or a provider bug: keep the transcript
         log.warning(
             "compaction of %s failed (%s); transcript kept",

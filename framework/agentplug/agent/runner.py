@@ -30,19 +30,20 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from agentplug_hookspecs.common import AgentContext, MessageContext
 from agentplug_hookspecs.tools import ToolContext
 
-from agentplug.agent import compaction, prompt
+from agentplug.agent import compaction, prompt, spans
 from agentplug.agent.config import AgentConfig, agent_config
 from agentplug.agent.mcp import McpToolSource, connect_servers, refuse_action_clashes
 from agentplug.agent.model_loop import model_loop
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
+from agentplug.agent.streaming import StreamEvent, stream_of
 from agentplug.agent.sync_runner import SyncAgentRunner
 from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
@@ -59,8 +60,10 @@ from agentplug.agent.turn import (
     Turn,
     TurnCancelled,
     TurnFailed,
+    TurnOptions,
     TurnResult,
 )
+from agentplug.agent.usage import UsageLimitReached
 from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.replies import Channel, ReplyDispatcher
@@ -116,7 +119,7 @@ class AgentRunner:
     gateway's store. ``broker`` replaces the gateway's approval broker for this runner.
     ``channel(payload)`` sends replies; without one, replies are returned
     (``TurnResult.reply``) and ``message_sent`` does not fire. ``on_delta(text)``
-    receives the streamed reply text of providers that implement ``stream``.
+    receives the reply text released early (:mod:`~agentplug.agent.streaming`).
     """
 
     def __init__(
@@ -251,9 +254,16 @@ class AgentRunner:
     # -- entry points ---------------------------------------------------------------------
 
     async def handle_inbound(
-        self, message: InboundMessage | Mapping[str, Any], *, signal: AbortSignal | None = None
+        self,
+        message: InboundMessage | Mapping[str, Any],
+        *,
+        signal: AbortSignal | None = None,
+        on_event: Callable[[StreamEvent], Any] | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> TurnResult:
-        """Route one inbound message: ``inbound_claim``, ``message_received``, the turn."""
+        """Route one inbound message: ``inbound_claim``, ``message_received``, the turn.
+        ``on_event``, ``output_type``, ``output_retries``: as for :meth:`run_turn`."""
         msg = (
             message
             if isinstance(message, InboundMessage)
@@ -281,7 +291,35 @@ class AgentRunner:
         finally:
             unbind_trace(token)
         return await self.run_turn(
-            msg.text, session_key=session_key, inbound=msg, signal=signal, trace=trace
+            msg.text,
+            session_key=session_key,
+            inbound=msg,
+            signal=signal,
+            trace=trace,
+            on_event=on_event,
+            output_type=output_type,
+            output_retries=output_retries,
+        )
+
+    def stream(
+        self,
+        message: str | InboundMessage | Mapping[str, Any],
+        *,
+        session_key: str | None = None,
+        signal: AbortSignal | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
+    ) -> AsyncIterator[StreamEvent]:
+        """The turn as events (:mod:`~agentplug.agent.streaming`), ``FinalReply`` last:
+        of an inbound message (``handle_inbound``), or of a routed text with
+        ``session_key`` (``run_turn``). Closing the iterator early cancels the turn."""
+        return stream_of(
+            self,
+            message,
+            session_key=session_key,
+            signal=signal,
+            output_type=output_type,
+            output_retries=output_retries,
         )
 
     async def _claimed(
@@ -329,12 +367,19 @@ class AgentRunner:
         signal: AbortSignal | None = None,
         run_id: str | None = None,
         trace: TurnTrace | None = None,
+        on_event: Callable[[StreamEvent], Any] | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> TurnResult:
         """Run one turn for a message the host already routed (see the module docstring).
 
         Turns of one session run one after another (each reads the transcript the one
-        before it wrote); turns of different sessions run side by side.
+        before it wrote); turns of different sessions run side by side. ``on_event``
+        receives the stream events (:mod:`~agentplug.agent.streaming`); ``output_type``
+        (a pydantic model or a JSON schema) makes the final answer a validated
+        ``TurnResult.output``, the model asked again at most ``output_retries`` times.
         """
+        options = TurnOptions.of(on_event, output_type, output_retries)
         trace = trace if trace is not None else TurnTrace()
         token = bind_trace(trace)
         lock = self._session_locks.get(session_key)
@@ -343,7 +388,7 @@ class AgentRunner:
         try:
             async with lock:
                 return await self._run(
-                    prompt_text, session_key, inbound, heartbeat, signal, run_id, trace
+                    prompt_text, session_key, inbound, heartbeat, signal, run_id, trace, options
                 )
         finally:
             unbind_trace(token)
@@ -415,8 +460,14 @@ class AgentRunner:
         signal: AbortSignal | None,
         run_id: str | None,
         trace: TurnTrace,
+        options: TurnOptions | None = None,
     ) -> TurnResult:
         turn = self._turn(prompt_text, session_key, inbound, heartbeat, signal, run_id, trace)
+        if options is not None:
+            options.apply(turn)
+        span, span_token = spans.start_agent_span(
+            spans.tracer_of(self.host), self.agent_id, turn.session.session_id
+        )
         self.sessions_seen[session_key] = None
         # A session an older turn left with an unanswered call would be refused whole.
         answer_open_calls(
@@ -444,6 +495,8 @@ class AgentRunner:
         except TurnCancelled as exc:
             turn.status, turn.error = "cancelled", f"cancelled: {exc}"
             self.broker.cancel_run(turn.run_id)
+        except UsageLimitReached as exc:
+            turn.status, turn.error = "usage_limit", str(exc)
         except TurnFailed as exc:
             turn.status, turn.error = "failed", str(exc)
         except Exception as exc:  # the runner itself must never take the host down
@@ -453,6 +506,7 @@ class AgentRunner:
             cancel_approvals()
             self.broker.end_run(turn.run_id)
             answer_open_calls(turn.session.messages, _unfinished(turn))
+            turn.session.usage_tokens += turn.ledger.total.total_tokens
             try:
                 self.transcripts.save(turn.session)
             except Exception as exc:  # a broken store must not swallow agent_end
@@ -483,6 +537,9 @@ class AgentRunner:
             reply = None if delivery.suppressed else delivery.content
         if reply is not None:
             reply = scrub(reply)
+        usage = turn.ledger.summary()
+        spans.set_usage(span, turn.ledger.total)
+        spans.end_span(span, None if success else turn.status, span_token)
         return TurnResult(
             run_id=turn.run_id,
             session_key=session_key,
@@ -498,6 +555,8 @@ class AgentRunner:
             model=turn.model,
             transcript=scrub_data(list(turn.session.messages)),
             trace=scrub_data(trace.to_json()),
+            usage=usage,
+            output=turn.output_value if success else None,
         )
 
     async def _phases(self, turn: Turn) -> None:

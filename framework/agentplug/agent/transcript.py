@@ -41,6 +41,8 @@ class SessionRecord:
     messages: list[dict[str, Any]] = field(default_factory=list)
     summary: str | None = None
     """The latest compaction summary (also the first message after a compaction)."""
+    usage_tokens: int = 0
+    """Tokens the session's turns used so far (``agent.limits.tokens_per_session``)."""
 
 
 @runtime_checkable
@@ -73,6 +75,7 @@ class StateStoreTranscripts:
             session_id=str(raw.get("session_id") or uuid.uuid4().hex[:16]),
             messages=[dict(m) for m in raw.get("messages") or [] if isinstance(m, Mapping)],
             summary=raw.get("summary"),
+            usage_tokens=_tokens(raw.get("usage_tokens")),
         )
 
     def save(self, record: SessionRecord) -> None:
@@ -84,8 +87,13 @@ class StateStoreTranscripts:
                 "session_id": record.session_id,
                 "messages": thaw(record.messages),
                 "summary": record.summary,
+                "usage_tokens": record.usage_tokens,
             },
         )
+
+
+def _tokens(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def write_message(

@@ -20,9 +20,11 @@ from agentplug.agent.action_tools import ToolPolicy
 from agentplug.agent.config import AgentConfig
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers.base import ModelProvider
+from agentplug.agent.structured import OutputSpec, output_spec
 from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord
+from agentplug.agent.usage import TurnUsage, UsageLedger
 from agentplug.services.signals import AbortSignal
 from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
@@ -39,13 +41,22 @@ __all__ = [
     "Turn",
     "TurnCancelled",
     "TurnFailed",
+    "TurnOptions",
     "TurnResult",
     "TurnRunner",
     "TurnStatus",
 ]
 
 TurnStatus = Literal[
-    "replied", "silent", "claimed", "blocked", "suppressed", "failed", "cancelled", "step_limit"
+    "replied",
+    "silent",
+    "claimed",
+    "blocked",
+    "suppressed",
+    "failed",
+    "cancelled",
+    "step_limit",
+    "usage_limit",
 ]
 
 
@@ -96,6 +107,12 @@ class TurnResult(BaseModel):
     model: str | None = None
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     trace: list[dict[str, Any]] = Field(default_factory=list)
+    usage: TurnUsage = Field(default_factory=TurnUsage)
+    """Tokens (per model call and in all; ``estimated`` when some call reported none),
+    model calls and tool calls of the turn."""
+    output: Any = None
+    """The validated final answer of a turn run with ``output_type=`` (a model instance,
+    or the JSON value for a JSON schema); ``None`` otherwise."""
 
     @property
     def hooks(self) -> list[str]:
@@ -146,6 +163,31 @@ class RunnerParts(Protocol):
     def tool_calls(self) -> ToolCallPipeline: ...
 
 
+@dataclass(frozen=True)
+class TurnOptions:
+    """What a caller asked of one turn beyond its message (``on_event=``,
+    ``output_type=``, ``output_retries=``)."""
+
+    on_event: Callable[[Any], Any] | None = None
+    output: OutputSpec | None = None
+    output_retries: int = 2
+
+    @classmethod
+    def of(
+        cls, on_event: Callable[[Any], Any] | None, output_type: Any, output_retries: int
+    ) -> TurnOptions:
+        """Checked options (a bad output type is an error before the turn starts)."""
+        if output_retries < 0:
+            raise ValueError(f"output_retries must be 0 or more, got {output_retries}")
+        spec = None if output_type is None else output_spec(output_type)
+        return cls(on_event, spec, output_retries)
+
+    def apply(self, turn: Turn) -> None:
+        """Set them on ``turn``."""
+        turn.on_event, turn.output = self.on_event, self.output
+        turn.output_retries = self.output_retries
+
+
 class TurnFailed(Exception):
     """Stops a turn: ``agent_end(success=False, error=str(exc))``."""
 
@@ -182,6 +224,27 @@ class Turn:
     steps: int = 0
     finalize: FinalizeRetryTracker = field(default_factory=FinalizeRetryTracker)
     started: float = field(default_factory=time.perf_counter)
+    on_event: Callable[[Any], Any] | None = None
+    """Receives the turn's stream events (``runner.stream``, ``on_event=``)."""
+    output: OutputSpec | None = None
+    """The output type the final answer must match (``output_type=``)."""
+    output_retries: int = 2
+    """How many times a final answer that does not match :attr:`output` is asked again."""
+    output_value: Any = None
+    clock_start: float = field(default_factory=time.monotonic)
+    """When the turn started on the monotonic clock (its deadline counts from here)."""
+    _ledger: UsageLedger | None = None
+    _extras: dict[str, Any] = field(default_factory=dict)
+    """Per-turn state of the phase modules (the stream gate, the call scope)."""
+
+    @property
+    def ledger(self) -> UsageLedger:
+        """The turn's usage (and the checks of ``agent.limits`` against it)."""
+        if self._ledger is None:
+            self._ledger = UsageLedger(
+                self.runner.config.limits, session_tokens=self.session.usage_tokens
+            )
+        return self._ledger
 
     @property
     def host(self) -> Any:
