@@ -8,7 +8,8 @@ After each reply a compact trace shows which hooks ran, which plugin blocked, re
 asked for approval, and the timings; approvals are asked at the terminal. ``--trace``
 prints the trace as JSON lines instead (one object per hook, model call or tool call,
 then one ``{"turn": ...}`` summary). ``/quit`` or end of input ends the session
-(``session_end``, then ``gateway_stop``).
+(``session_end``, then ``gateway_stop``). The reply is printed as it streams in, as far
+as the delivery hooks allow (:mod:`agentplug.agent.streaming`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,45 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+class _Line:
+    """The ``agent>`` line being printed as the reply streams in."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.text = ""
+
+    def add(self, step: int, text: str) -> None:
+        if step != self.step:  # a new model call (or a retry) starts a new line
+            self.close()
+            sys.stdout.write("agent> ")
+            self.step = step
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.text += text
+
+    def close(self) -> None:
+        if self.step is not None:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        self.step, self.text = None, ""
+
+
+async def _streamed_turn(runner: Any, message: dict[str, Any], line: _Line) -> Any:
+    """One turn through ``runner.stream``: text printed as it is released."""
+    from agentplug.agent.streaming import FinalReply, ModelRetry, TextDelta
+
+    result = None
+    async for event in runner.stream(message):
+        if isinstance(event, TextDelta):
+            line.add(event.step, event.text)
+        elif isinstance(event, ModelRetry):
+            line.close()
+        elif isinstance(event, FinalReply):
+            result = event.result
+    line.close()
+    return result
+
+
 _SENDER = "terminal"
 
 
@@ -87,12 +127,18 @@ async def _session(args: argparse.Namespace) -> int:
     from agentplug.services.approvals import TerminalResolver
 
     terminal = TerminalResolver(by="chat")  # the person in this chat session decides
+    printed = _Line()
 
     def show(payload: dict[str, Any]) -> dict[str, bool]:
         # The terminal is this chat's channel: a reply is printed once every delivery
-        # hook has had its say, and message_sent reports it.
+        # hook has had its say, and message_sent reports it. Text streamed before (as
+        # the delivery hooks allowed) that is the reply is not printed twice.
+        text = payload.get("text") or ""
         if not args.trace:
-            _print(f"agent> {payload.get('text') or ''}")
+            streamed = printed.text == text and printed.step is not None
+            printed.close()
+            if not streamed:
+                _print(f"agent> {text}")
         return {"printed": True}
 
     gateway = _gateway(args, terminal, show)
@@ -113,14 +159,16 @@ async def _session(args: argparse.Namespace) -> int:
             text = line.strip()
             if not text:
                 continue
-            result = await runner.handle_inbound(
-                {
-                    "content": text,
-                    "channel": "chat",
-                    "sender_id": _SENDER,
-                    "session_key": args.session,
-                }
-            )
+            message = {
+                "content": text,
+                "channel": "chat",
+                "sender_id": _SENDER,
+                "session_key": args.session,
+            }
+            if args.trace:
+                result = await runner.handle_inbound(message)
+            else:
+                result = await _streamed_turn(runner, message, printed)
             if args.trace:
                 for entry in result.trace:
                     _print(json.dumps(entry, default=str))
