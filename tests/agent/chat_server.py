@@ -4,10 +4,14 @@ Each request pops the next scripted answer: ``(status, body, headers)`` where ``
 is a dict (sent as JSON), ``bytes`` (sent as is), ``"hang"`` (the handler waits until
 the server stops), a :class:`Drip` (headers at once, then the body one byte per
 interval), an :class:`Unsized` body (no content-length: the body ends when the server
-closes), or a function of the recorded request returning one of those (a server that
+closes), a :class:`Stream` (server-sent events as a streaming chat-completions server
+sends them: :meth:`ChatServer.stream_reply`, :meth:`ChatServer.stream_tool_calls`), or
+a function of the recorded request returning one of those (a server that
 echoes what it received). Every request's path, headers, JSON body and size in bytes are
 recorded; a client that gives up mid-body is counted in ``aborted`` (``sent`` holds the
-body bytes each answer managed to write). With ``strict`` set, a request whose messages
+body bytes each answer managed to write). :meth:`ChatServer.fail` and
+:meth:`ChatServer.rate_limit` (HTTP 429 with ``Retry-After``) script failures; a
+request with no answer left is answered HTTP 500. With ``strict`` set, a request whose messages
 break the chat-completions protocol is answered HTTP 400 as OpenAI answers it
 (:func:`protocol_errors` says what is checked).
 """
@@ -36,6 +40,62 @@ class Unsized:
     """A body sent without a content-length (HTTP/1.0: it ends when the connection closes)."""
 
     data: bytes
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A streamed answer (``text/event-stream``): each event a ``data:`` line (a dict is
+    sent as JSON, a string as is), one every ``interval`` seconds, then ``data: [DONE]``
+    unless ``done`` is false; with ``hang`` the server then waits (until it stops)
+    instead of closing."""
+
+    events: tuple[Any, ...]
+    interval: float = 0.0
+    done: bool = True
+    hang: bool = False
+
+
+def text_chunks(text: str, size: int = 4) -> list[dict[str, Any]]:
+    """Chat-completion chunks streaming ``text`` ``size`` characters at a time."""
+    chunks: list[dict[str, Any]] = [
+        {"id": "chatcmpl-s", "model": "test-model-2024", "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+        ]}
+    ]  # fmt: skip
+    for start in range(0, len(text), size):
+        piece = text[start : start + size]
+        chunks.append({"id": "chatcmpl-s", "choices": [{"index": 0, "delta": {"content": piece}}]})
+    return chunks
+
+
+def tool_call_chunks(
+    *calls: tuple[str, Any], call_id: str = "call_s", size: int = 5
+) -> list[dict[str, Any]]:
+    """Chunks streaming tool calls: each call's id and name once, its arguments in
+    ``size``-character fragments (calls interleaved, as parallel calls arrive)."""
+    fragments: list[list[str]] = []
+    for _name, args in calls:
+        text = args if isinstance(args, str) else json.dumps(args)
+        fragments.append([text[i : i + size] for i in range(0, len(text), size)] or [""])
+    chunks: list[dict[str, Any]] = []
+    for index, (name, _args) in enumerate(calls):
+        head = {"index": index, "id": f"{call_id}{index}", "type": "function",
+                "function": {"name": name, "arguments": ""}}  # fmt: skip
+        chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [head]}}]})
+    for step in range(max(len(f) for f in fragments)):
+        for index, parts in enumerate(fragments):
+            if step < len(parts):
+                piece = {"index": index, "function": {"arguments": parts[step]}}
+                chunks.append({"choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]})
+    return chunks
+
+
+def finish(reason: str = "stop", usage: Any = None) -> list[dict[str, Any]]:
+    """The closing chunks: the finish reason, then (when given) the usage chunk."""
+    out: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}]
+    if usage is not None:
+        out.append({"choices": [], "usage": usage})
+    return out
 
 
 def protocol_errors(messages: Any) -> list[str]:
@@ -135,7 +195,33 @@ class ChatServer:
                 finally:
                     server.answered.set()
 
+            def _stream(self, status: int, answer: Stream, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                server.sent.append(0)
+                lines = [
+                    f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode()
+                    for e in answer.events
+                ]
+                if answer.done:
+                    lines.append(b"data: [DONE]\n\n")
+                for line in lines:
+                    if answer.interval and server.stop.wait(answer.interval):
+                        return
+                    self.wfile.write(line)
+                    self.wfile.flush()
+                    server.sent[-1] += len(line)
+                if answer.hang:
+                    server.stop.wait(10)
+
             def _answer(self, status: int, answer: Any, headers: dict[str, str]) -> None:
+                if isinstance(answer, Stream):
+                    self._stream(status, answer, headers)
+                    return
                 if isinstance(answer, Drip | Unsized):
                     data = answer.data
                 elif isinstance(answer, bytes):
@@ -220,6 +306,34 @@ class ChatServer:
 
     def raw(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         self.answers.append((status, body, headers or {}))
+
+    def stream_reply(
+        self, text: str, *, usage: Any = None, size: int = 4, interval: float = 0.0
+    ) -> None:
+        """A streamed reply of ``text`` (then its usage chunk when given)."""
+        events = (*text_chunks(text, size), *finish("stop", usage))
+        self.answers.append((200, Stream(events, interval), {"x-request-id": "req_stream"}))
+
+    def stream_tool_calls(
+        self, *calls: tuple[str, Any], usage: Any = None, call_id: str = "call_s"
+    ) -> None:
+        """Streamed tool calls (arguments in fragments), then their usage when given."""
+        events = (*tool_call_chunks(*calls, call_id=call_id), *finish("tool_calls", usage))
+        self.answers.append((200, Stream(events), {}))
+
+    def fail(
+        self,
+        status: int = 500,
+        message: str = "upstream crashed",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """An error answer with an OpenAI-style error body."""
+        self.answers.append((status, {"error": {"message": message}}, headers or {}))
+
+    def rate_limit(self, retry_after: str | None = "0", message: str = "slow down") -> None:
+        """HTTP 429, with ``Retry-After`` when given."""
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
+        self.fail(429, message, headers)
 
     def completion(self, message: dict[str, Any]) -> bytes:
         """The JSON body of a chat completion whose ``choices[0].message`` is ``message``."""

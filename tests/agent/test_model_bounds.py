@@ -48,6 +48,7 @@ def _runner(
     limits: Mapping[str, Any] | None = None,
     *,
     plugins: tuple[Any, ...] = (),
+    attempts: int = 3,
     **options: Any,
 ) -> AgentRunner:
     host = PluginHost()
@@ -57,6 +58,7 @@ def _runner(
         "model": "openai/test-model",
         "tools": {"actions": False},
         "providers": {"openai": {"base_url": server.base_url, **options}},
+        "retry": {"attempts": attempts},
     }
     if limits is not None:
         config["limits"] = dict(limits)
@@ -256,7 +258,7 @@ def test_a_huge_tool_name_is_not_kept_whole(server: ChatServer) -> None:
 def test_a_slow_drip_server_cannot_keep_a_call_past_timeout_s(server: ChatServer) -> None:
     body = server.completion({"content": "late"})
     server.raw(200, Drip(body, interval=0.3))
-    result = run(_runner(server, timeout_s=1).run_turn("hi", session_key="s1"))
+    result = run(_runner(server, timeout_s=1, attempts=1).run_turn("hi", session_key="s1"))
     assert result.status == "failed" and result.error is not None
     assert "did not complete within 1 s" in result.error
     assert "agent.providers.openai.timeout_s" in result.error and "total" in result.error
@@ -289,6 +291,7 @@ def test_the_model_call_deadline_bounds_any_provider(streamed: bool) -> None:
             "model": "stalling/m",
             "tools": {"actions": False},
             "limits": {"model_call_timeout_s": 0.2},
+            "retry": {"attempts": 1},
         },
         on_delta=deltas.append if streamed else None,
     )

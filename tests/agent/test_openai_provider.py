@@ -24,7 +24,9 @@ def server() -> Iterator[ChatServer]:
         yield srv
 
 
-def _runner(server: ChatServer, recorder: Recorder | None = None, **options: Any) -> AgentRunner:
+def _runner(
+    server: ChatServer, recorder: Recorder | None = None, attempts: int = 3, **options: Any
+) -> AgentRunner:
     host = PluginHost()
     if recorder is not None:
         host.register(recorder, recorder.plugin_id)
@@ -34,6 +36,7 @@ def _runner(server: ChatServer, recorder: Recorder | None = None, **options: Any
         "providers": {
             "openai": {"base_url": server.base_url, "api_key_env": "AGENTPLUG_TEST_KEY", **options}
         },
+        "retry": {"attempts": attempts},
     }
     return AgentRunner(host, config=config)
 
@@ -119,7 +122,7 @@ def test_openai_http_errors_are_one_line_and_end_the_turn_unsuccessfully(
 ) -> None:
     server.raw(status, body)
     recorder = Recorder()
-    result = run(_runner(server, recorder).run_turn("hi", session_key="s1"))
+    result = run(_runner(server, recorder, attempts=1).run_turn("hi", session_key="s1"))
     assert result.status == "failed" and not result.success
     assert result.error is not None and expected in result.error and "\n" not in result.error
     assert "openai provider" in result.error
@@ -136,10 +139,11 @@ def test_openai_401_names_the_api_key_variable(server: ChatServer) -> None:
 def test_openai_timeout_is_a_clear_error(server: ChatServer) -> None:
     server.raw(200, "hang")
     recorder = Recorder()
-    result = run(_runner(server, recorder, timeout_s=0.3).run_turn("hi", session_key="s1"))
+    runner = _runner(server, recorder, attempts=1, timeout_s=0.3)
+    result = run(runner.run_turn("hi", session_key="s1"))
     assert result.status == "failed"
     assert "did not complete within 0.3 s" in (result.error or "")
-    assert recorder.events("model_call_ended")[0].outcome == "error"
+    assert recorder.events("model_call_ended")[0].outcome == "timeout"
     assert recorder.events("agent_end")[0].success is False
 
 

@@ -18,8 +18,10 @@ over it only because of the messages a compaction must keep is not summarised ag
 ``agent.compaction_keep_messages`` messages into one summary message, then
 ``after_compaction``. The current turn's user message is never summarised away (it and
 everything after it are kept verbatim, whatever ``compaction_keep_messages`` says), and a
-tool result is never split from its assistant call. A failed summary leaves the
-transcript as it was (the turn goes on).
+tool result is never split from its assistant call. The summary call is a governed model
+call like any other (``model_call_*`` hooks, the turn's abort signal, deadline, retries
+and usage limits: :mod:`~agentplug.agent.calls`). A failed summary leaves the transcript
+as it was (the turn goes on; a cancelled turn stops).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agentplug.agent.limits import bound_response, within_deadline
+from agentplug.agent.calls import candidates, governed_call, scope_of
+from agentplug.agent.limits import bound_response
 from agentplug.agent.providers.base import ModelRequest
 from agentplug.agent.transcript import SessionRecord
-from agentplug.agent.turn import Turn
+from agentplug.agent.turn import Turn, TurnCancelled
+from agentplug.agent.usage import UsageLimitReached
 from agentplug.services.toolresults import strip_details
 
 __all__ = [
@@ -156,11 +160,14 @@ async def compact(turn: Turn) -> bool:
         max_response_bytes=limits.model_response_bytes,
     )
     try:
-        response = await within_deadline(
-            turn.runner.provider_for(turn.provider_name).complete(request),
-            limits,
-            f"compaction call to {turn.provider_name}/{turn.model}",
+        # A governed call: its own model_call_* hooks, the turn's signal, deadline,
+        # retries and usage limits (calls.py).
+        answer = await governed_call(
+            scope_of(turn), candidates(turn), request, purpose="compaction"
         )
+        response = answer.response
+    except (TurnCancelled, UsageLimitReached):
+        raise
     except Exception as exc:  # ProviderError or a provider bug: keep the transcript
         log.warning(
             "compaction of %s failed (%s); transcript kept",

@@ -12,11 +12,16 @@ agent:
   limits:                        # bounds on model input (docs/limits.md has the table)
     tool_calls_per_response: 64
     model_response_bytes: 16777216
+    tokens_per_turn: 200000      # usage limits (off unless set)
+  fallback_models: [openai/gpt-4o]   # tried in order when the model keeps failing
+  retry: {attempts: 3, initial_backoff_s: 0.5, max_backoff_s: 8, max_retry_after_s: 30}
+  stream: {deltas: auto, block_chars: 200}   # what streamed text leaves before delivery
   tools:
     actions: true                # offer actions (built-in, plugin, custom) as tools...
     allow: ["@safe"]             # ...these: names, globs, @safe (no side effects; default)
     without_approval: []         # allowed side-effecting actions that run without asking
     exclude: []                  # tool names never offered nor run (wins over allow)
+    concurrency: 4               # tool calls of one response run at once
     mcp_servers:                 # MCP servers' tools, named <server>__<tool>
       files: {command: python, args: [files_server.py]}
       search: {url: http://127.0.0.1:8000/mcp}
@@ -39,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -56,9 +61,10 @@ from agentplug.agent.action_tools import SAFE, ToolPolicy
 from agentplug.agent.limits import AgentLimits
 from agentplug.agent.mcp import McpServerConfig
 from agentplug.agent.providers.options import model_problem, provider_option_problems
+from agentplug.agent.retries import RetryConfig
 from agentplug.core.errors import ConfigError
 
-__all__ = ["AgentConfig", "AgentToolsConfig", "SubagentConfig", "agent_config"]
+__all__ = ["AgentConfig", "AgentToolsConfig", "StreamConfig", "SubagentConfig", "agent_config"]
 
 DEFAULT_MODEL = "scripted/default"
 _SUBAGENT_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -88,6 +94,9 @@ class AgentToolsConfig(_Strict):
     refused when it names them anyway; wins over ``allow``."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     """MCP servers whose tools join the registry (``{command, args, env}`` or ``{url}``)."""
+    concurrency: int = Field(default=4, ge=1, le=64)
+    """Tool calls of one model response run at once (1: one after another); the gate
+    still decides them one by one, in call order."""
 
     @field_validator("allow", "without_approval", "exclude")
     @classmethod
@@ -110,6 +119,18 @@ class AgentToolsConfig(_Strict):
     def policy(self) -> ToolPolicy:
         """The :class:`~agentplug.agent.action_tools.ToolPolicy` of these settings."""
         return ToolPolicy(tuple(self.allow), tuple(self.without_approval), tuple(self.exclude))
+
+
+class StreamConfig(_Strict):
+    """``agent.stream``: what streamed text may leave before the reply is delivered
+    (:mod:`agentplug.agent.streaming`)."""
+
+    deltas: Literal["auto", "preview", "blocks", "final"] = "auto"
+    """``auto``: ``preview`` when nothing could rewrite or cancel the reply, else
+    ``blocks``; ``preview`` is accepted only under that same condition (it falls back to
+    ``blocks`` otherwise); ``final``: no text before the final reply."""
+    block_chars: int = Field(default=200, ge=1, le=1024 * 1024)
+    """Characters of the first block (``blocks``); each later block doubles the text."""
 
 
 class AgentConfig(_Strict):
@@ -135,6 +156,12 @@ class AgentConfig(_Strict):
     providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Options per provider name (``openai``, ``scripted``, third-party names); the
     shipped providers' options are checked (an unknown one is an error)."""
+    fallback_models: list[str] = Field(default_factory=list)
+    """``"<provider>/<model>"`` tried in order when ``model`` keeps failing."""
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    """Attempts per model and the waits between them (429, 5xx, connection, timeout)."""
+    stream: StreamConfig = Field(default_factory=StreamConfig)
+    """What streamed text may leave before the reply is delivered."""
     max_subagent_depth: int = Field(default=2, ge=0, le=8)
     """How deep sub-agents may nest: 1 lets this agent call its sub-agents but not theirs;
     0 turns sub-agents off."""
@@ -150,6 +177,15 @@ class AgentConfig(_Strict):
         problem = model_problem(value)
         if problem is not None:
             raise ValueError(problem)
+        return value
+
+    @field_validator("fallback_models")
+    @classmethod
+    def _fallbacks_name_their_provider(cls, value: list[str]) -> list[str]:
+        for name in value:
+            problem = model_problem(name)
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     @field_validator("providers")

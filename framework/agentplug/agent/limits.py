@@ -78,6 +78,18 @@ class AgentLimits(BaseModel):
     """Bytes of one model response read from the wire; a larger one fails the call."""
     model_call_timeout_s: float = Field(default=600.0, gt=0, le=3600)
     """Total deadline of one model call, streamed or not, whatever the provider."""
+    turn_timeout_s: float = Field(default=1800.0, gt=0, le=86_400)
+    """The turn's deadline for model calls, counted from the start of the turn: no call or
+    retry starts after it, a backoff wait never passes it and a call in flight is cut at
+    it."""
+    tokens_per_turn: int | None = Field(default=None, ge=1)
+    """Tokens (input + output, every model call) a turn may use; no call starts past it."""
+    tokens_per_session: int | None = Field(default=None, ge=1)
+    """Tokens a session may use over all its turns; no call starts past it."""
+    model_calls_per_turn: int | None = Field(default=None, ge=1, le=10_000)
+    """Model calls a turn may start (each retry, fallback and compaction call counts)."""
+    tool_calls_per_turn: int | None = Field(default=None, ge=1, le=100_000)
+    """Tool calls a turn may answer; the calls past it are refused and the turn stops."""
 
 
 @dataclass(frozen=True)

@@ -32,12 +32,12 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput
+from agentplug.agent.tools import Tool, ToolCallContext, ToolError, ToolOutput
 from agentplug.core.redaction import register_credentials, scrub, scrub_clipped
 
 if TYPE_CHECKING:
@@ -49,6 +49,7 @@ __all__ = [
     "McpServerConfig",
     "McpToolSource",
     "connect_servers",
+    "refuse_action_clashes",
     "tool_output",
 ]
 
@@ -422,6 +423,24 @@ class McpToolSource:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+def refuse_action_clashes(sources: Iterable[McpToolSource], actions: Iterable[str]) -> None:
+    """Raise :class:`~agentplug.agent.tools.ToolError` for an MCP tool named like any
+    registered action (offered or not, names compared as the action registry does,
+    case-insensitively): policies and grants written for the action would govern it, and
+    allowing the action later would break every turn."""
+    names = {name.upper(): name for name in actions}
+    for source in sources:
+        for tool in source.tools():
+            action = names.get(tool.name.upper())
+            if action is not None:
+                raise ToolError(
+                    f"tool {tool.name!r} of MCP server {source.name!r} has the name of "
+                    f"the action {action!r}: one name must mean one tool (a policy for "
+                    "it would govern both); keep the server's prefix (prefix: true) or "
+                    "exclude one"
+                )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -17,6 +17,14 @@ MCP proxy, the PydanticAI and LangChain adapters. The steps, in order:
 7. ``tool_result_persist`` and ``before_message_write``: what the transcript keeps and
    what the caller hands back (a withheld result becomes :data:`WITHHELD`).
 
+The steps are three methods: :meth:`ToolCallPipeline.decide` (1 to 3),
+:meth:`~ToolCallPipeline.execute` (4 to 6) and :meth:`~ToolCallPipeline.persist` (7).
+:meth:`~ToolCallPipeline.run` does the three in a row; the runner, with several calls
+in one model response, lets the gate decide them in call order, executes the allowed
+ones side by side and persists all of them in call order (the transcript reads as the
+model asked). With tracing on, each call is an ``execute_tool`` span
+(:mod:`~agentplug.agent.spans`), blocked, refused and failed calls included.
+
 Whatever happens the call is answered with a readable result, never an exception: a
 blocked call reads ``tool call blocked: <public reason>``, a failing tool ``tool 'x'
 failed: <error>``. The confidential part of a decision never leaves the gate.
@@ -34,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentplug_hookspecs.tools import ApprovalRequest, ToolContext
 
+from agentplug.agent import spans
 from agentplug.agent.limits import AgentLimits, cut_tool_result
 from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput, ToolRun
 from agentplug.agent.trace import current_trace
@@ -47,7 +56,14 @@ if TYPE_CHECKING:
     from agentplug.services.policies import TrustedToolPolicies
     from agentplug.services.signals import AbortSignal
 
-__all__ = ["WITHHELD", "CallIds", "ToolCallPipeline", "ToolCallRecord", "ToolRequest"]
+__all__ = [
+    "WITHHELD",
+    "CallIds",
+    "PendingCall",
+    "ToolCallPipeline",
+    "ToolCallRecord",
+    "ToolRequest",
+]
 
 log = logging.getLogger("agentplug.agent")
 
@@ -89,6 +105,30 @@ class ToolRequest:
     """Appended to the result the model reads (what it must know about its response)."""
     context: ToolContext | None = None
     """The hook context to use (the runner's turn context); default: built from ``ids``."""
+
+
+@dataclass
+class PendingCall:
+    """A call between the gate's decision and its result (:meth:`ToolCallPipeline.decide`
+    made it; :meth:`~ToolCallPipeline.execute` and :meth:`~ToolCallPipeline.persist`
+    finish it)."""
+
+    request: ToolRequest
+    run: ToolRun | None
+    ctx: ToolContext
+    params: dict[str, Any]
+    started: float
+    decision: ToolCallDecision | None = None
+    output: ToolOutput | None = None
+    """Set by the gate step when the call is answered without running."""
+    value: Any = None
+    shaped: ToolOutput | None = None
+    span: Any = None
+
+    @property
+    def will_run(self) -> bool:
+        """Whether :meth:`~ToolCallPipeline.execute` runs the tool (the gate allowed it)."""
+        return self.output is None
 
 
 @dataclass
@@ -176,23 +216,16 @@ class ToolCallPipeline:
         *,
         checkpoint: Callable[[], None] | None = None,
     ) -> ToolCallRecord:
-        """Run ``request`` with ``tool`` (the runner's and the proxy's tools).
+        """Run ``request`` with ``tool`` (the runner's and the proxy's tools): the three
+        steps :meth:`decide`, :meth:`execute` and :meth:`persist`, one after another.
 
         ``tool`` is ``None`` when the caller found none by that name: give the reason as
         ``request.refusal``. ``checkpoint()`` runs after the gate decided (the runner
         raises there when the turn was cancelled while an approval waited).
         """
-        if tool is None and request.refusal is None:
-            request.refusal = f"unknown tool {request.tool_name!r}"
-        if tool is None:
-            return await self._call(request, None, checkpoint)
-        if request.refusal is None:
-            request.refusal = await self._validate(tool, request)
-        if request.tool_kind is None:
-            request.tool_kind = tool.kind
-        if request.approval is None:
-            request.approval = tool.approval
-        return await self._call(request, tool.run, checkpoint)
+        pending = await self.decide(request, tool, checkpoint=checkpoint)
+        await self.execute(pending)
+        return self.persist(pending)
 
     async def call(
         self,
@@ -216,9 +249,119 @@ class ToolCallPipeline:
         def framework_tool(ran: dict[str, Any], context: ToolCallContext) -> Any:
             return run(ran)
 
-        return await self._call(request, framework_tool, None)
+        pending = await self._gate_step(request, framework_tool, None, "framework")
+        await self.execute(pending)
+        return self.persist(pending)
 
-    # -- the steps -----------------------------------------------------------------------
+    # -- the steps (a caller running several calls: decide each in call order, execute
+    #    them side by side, persist in call order) ------------------------------------------
+
+    async def decide(
+        self,
+        request: ToolRequest,
+        tool: Tool | None,
+        *,
+        checkpoint: Callable[[], None] | None = None,
+    ) -> PendingCall:
+        """Steps 1 to 3: the refusal, ``validate()``, the gate. Nothing runs yet."""
+        if tool is None and request.refusal is None:
+            request.refusal = f"unknown tool {request.tool_name!r}"
+        if tool is None:
+            return await self._gate_step(request, None, checkpoint, None)
+        if request.refusal is None:
+            request.refusal = await self._validate(tool, request)
+        if request.tool_kind is None:
+            request.tool_kind = tool.kind
+        if request.approval is None:
+            request.approval = tool.approval
+        return await self._gate_step(request, tool.run, checkpoint, tool.source)
+
+    async def execute(self, pending: PendingCall) -> None:
+        """Steps 4 to 6: run the tool when the gate allowed it, shape the result,
+        ``after_tool_call``. Never raises for the tool's sake: a failure is its result."""
+        request = pending.request
+        if pending.output is None:
+            assert pending.run is not None and pending.decision is not None
+            pending.output, pending.value = await self._run(
+                request, pending.run, pending.params, pending.decision
+            )
+        pending.shaped = self._shape(pending.output, request.note)
+        shaped = pending.shaped
+        await self.host.hooks.after_tool_call(
+            {
+                "tool_name": request.tool_name,
+                "params": pending.params,
+                "result": shaped.content if not shaped.is_error else None,
+                "error": shaped.content if shaped.is_error else None,
+                "duration_ms": (time.perf_counter() - pending.started) * 1000,
+                "run_id": request.ids.run_id,
+                "tool_call_id": request.ids.tool_call_id,
+            },
+            pending.ctx,
+        )
+
+    def persist(self, pending: PendingCall) -> ToolCallRecord:
+        """Step 7: ``tool_result_persist`` and ``before_message_write``; the record."""
+        request, decision = pending.request, pending.decision
+        output = pending.output
+        shaped = pending.shaped
+        assert output is not None and shaped is not None, "persist() before execute()"
+        message, persisted = self._persist(request, pending.ctx, shaped)
+        error_type = None
+        if request.refusal is not None or pending.run is None:
+            error_type = "refused"
+        elif decision is not None and not decision.allowed:
+            error_type = "blocked"
+        elif output.is_error:
+            error_type = "tool_error"
+        spans.end_span(pending.span, error_type)
+        pending.span = None
+        return ToolCallRecord(
+            allowed=decision is not None and decision.allowed,
+            output=persisted,
+            params=pending.params,
+            decision=decision,
+            value=pending.value,
+            rewritten=persisted.content != output.content,
+            message=message,
+            refused=request.refusal,
+        )
+
+    async def _gate_step(
+        self,
+        request: ToolRequest,
+        run: ToolRun | None,
+        checkpoint: Callable[[], None] | None,
+        source: str | None,
+    ) -> PendingCall:
+        started = time.perf_counter()
+        ids = request.ids
+        if request.context is not None:
+            ctx = request.context.model_copy(update={"tool_kind": request.tool_kind})
+        else:
+            ctx = self.tool_ctx(ids, request.tool_kind)
+        pending = PendingCall(request, run, ctx, dict(request.params), started)
+        pending.span = spans.tool_span(
+            spans.tracer_of(self.host), request.tool_name, ids.tool_call_id, source
+        )
+        if request.refusal is not None or run is None:
+            pending.output = ToolOutput(request.refusal or "the tool cannot run", is_error=True)
+            trace = current_trace()
+            if trace is not None:  # the model's call is answered: say why it did not run
+                trace.add("tool", request.tool_name, refused=_clip(pending.output.content))
+            return pending
+        try:
+            decision = await self._decide(request, ctx, pending.params)
+            if checkpoint is not None:
+                checkpoint()
+        except BaseException:
+            spans.end_span(pending.span, "cancelled")
+            raise
+        pending.decision = decision
+        pending.params = dict(decision.params)
+        if not decision.allowed:
+            pending.output = ToolOutput(f"tool call blocked: {decision.reason}", is_error=True)
+        return pending
 
     async def _validate(self, tool: Tool, request: ToolRequest) -> str | None:
         if tool.validate is None:
@@ -236,60 +379,6 @@ class ToolCallPipeline:
             user_text=request.user_text,
             exec_env=dict(env.env) if env is not None else None,
             signal=request.signal,
-        )
-
-    async def _call(
-        self,
-        request: ToolRequest,
-        run: ToolRun | None,
-        checkpoint: Callable[[], None] | None,
-    ) -> ToolCallRecord:
-        started = time.perf_counter()
-        ids = request.ids
-        if request.context is not None:
-            ctx = request.context.model_copy(update={"tool_kind": request.tool_kind})
-        else:
-            ctx = self.tool_ctx(ids, request.tool_kind)
-        params = dict(request.params)
-        decision: ToolCallDecision | None = None
-        value: Any = None
-        if request.refusal is not None or run is None:
-            output = ToolOutput(request.refusal or "the tool cannot run", is_error=True)
-            trace = current_trace()
-            if trace is not None:  # the model's call is answered: say why it did not run
-                trace.add("tool", request.tool_name, refused=_clip(output.content))
-        else:
-            decision = await self._decide(request, ctx, params)
-            if checkpoint is not None:
-                checkpoint()
-            params = dict(decision.params)
-            if not decision.allowed:
-                output = ToolOutput(f"tool call blocked: {decision.reason}", is_error=True)
-            else:
-                output, value = await self._run(request, run, params, decision)
-        shaped = self._shape(output, request.note)
-        await self.host.hooks.after_tool_call(
-            {
-                "tool_name": request.tool_name,
-                "params": params,
-                "result": shaped.content if not shaped.is_error else None,
-                "error": shaped.content if shaped.is_error else None,
-                "duration_ms": (time.perf_counter() - started) * 1000,
-                "run_id": ids.run_id,
-                "tool_call_id": ids.tool_call_id,
-            },
-            ctx,
-        )
-        message, persisted = self._persist(request, ctx, shaped)
-        return ToolCallRecord(
-            allowed=decision is not None and decision.allowed,
-            output=persisted,
-            params=params,
-            decision=decision,
-            value=value,
-            rewritten=persisted.content != output.content,
-            message=message,
-            refused=request.refusal,
         )
 
     async def _decide(

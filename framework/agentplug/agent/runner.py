@@ -31,23 +31,25 @@ import logging
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 from agentplug_hookspecs.common import MessageContext
 
-from agentplug.agent import compaction, prompt, sessions
+from agentplug.agent import compaction, prompt, sessions, spans
 from agentplug.agent.config import AgentConfig, agent_config
-from agentplug.agent.mcp import McpToolSource, connect_servers
+from agentplug.agent.mcp import McpToolSource, connect_servers, refuse_action_clashes
 from agentplug.agent.model_loop import model_loop
 from agentplug.agent.opening import load_session, new_turn
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers import ProviderRegistry
 from agentplug.agent.providers.base import ModelProvider
 from agentplug.agent.spawn import Spawn
+from agentplug.agent.streaming import StreamEvent, stream_of
 from agentplug.agent.subagents import Subagents
+from agentplug.agent.sync_runner import SyncAgentRunner
 from agentplug.agent.toolrun import reply_media
-from agentplug.agent.tools import Tool, ToolError, ToolRegistry
+from agentplug.agent.tools import Tool, ToolRegistry
 from agentplug.agent.trace import TurnTrace, bind_trace, install_tap, unbind_trace
 from agentplug.agent.transcript import (
     SessionRecord,
@@ -62,11 +64,13 @@ from agentplug.agent.turn import (
     Turn,
     TurnCancelled,
     TurnFailed,
+    TurnOptions,
     TurnResult,
     bind_turn,
     unbind_turn,
 )
 from agentplug.agent.turnlog import TurnLog
+from agentplug.agent.usage import UsageLimitReached
 from agentplug.core.redaction import scrub, scrub_data
 from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.replies import Channel, ReplyDispatcher
@@ -78,7 +82,6 @@ from agentplug.services.turns import DeliveryResult
 __all__ = ["AgentRunner", "SyncAgentRunner"]
 
 log = logging.getLogger("agentplug.agent")
-T = TypeVar("T")
 
 
 def _session_key(agent_id: str, message: InboundMessage) -> str:
@@ -224,8 +227,7 @@ class AgentRunner:
                 "spelling (`agentplug actions list` lists every action)",
                 name,
             )
-        self._refuse_mcp_action_clashes()
-        # ToolError on a name clash (an MCP tool named like an action): every turn fails.
+        refuse_action_clashes(self._mcp or [], self.actions.registry.names())  # or every turn fails
         self.tools.add_actions(self.actions, policy)
         self._actions_loaded = True
         names = [*self.actions.registry.names(), *(t.name for t in self.tools.all())]
@@ -234,23 +236,6 @@ class AgentRunner:
                 "agent.tools.exclude names %r, but no tool is called that; check the spelling",
                 name,
             )
-
-    def _refuse_mcp_action_clashes(self) -> None:
-        """An MCP tool named like any registered action (offered or not, names compared
-        as the action registry does, case-insensitively) is refused: policies and grants
-        written for the action would govern it, and allowing the action later would
-        break every turn."""
-        actions = {name.upper(): name for name in self.actions.registry.names()}
-        for source in self._mcp or []:
-            for tool in source.tools():
-                action = actions.get(tool.name.upper())
-                if action is not None:
-                    raise ToolError(
-                        f"tool {tool.name!r} of MCP server {source.name!r} has the name of "
-                        f"the action {action!r}: one name must mean one tool (a policy for "
-                        "it would govern both); keep the server's prefix (prefix: true) or "
-                        "exclude one"
-                    )
 
     async def connect_mcp(self) -> list[McpToolSource]:
         """Connect the ``agent.tools.mcp_servers`` (once) and add their tools; the first
@@ -306,8 +291,13 @@ class AgentRunner:
         *,
         signal: AbortSignal | None = None,
         run_id: str | None = None,
+        on_event: Callable[[StreamEvent], Any] | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> TurnResult:
-        """Route one message: ``inbound_claim``, ``message_received``, turn ``run_id``."""
+        """Route one inbound message: ``inbound_claim``, ``message_received``, the turn
+        (``run_id``: its id). ``on_event``, ``output_type``, ``output_retries``: as for
+        :meth:`run_turn`."""
         msg = (
             message
             if isinstance(message, InboundMessage)
@@ -341,6 +331,30 @@ class AgentRunner:
             signal=signal,
             run_id=run_id,
             trace=trace,
+            on_event=on_event,
+            output_type=output_type,
+            output_retries=output_retries,
+        )
+
+    def stream(
+        self,
+        message: str | InboundMessage | Mapping[str, Any],
+        *,
+        session_key: str | None = None,
+        signal: AbortSignal | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
+    ) -> AsyncIterator[StreamEvent]:
+        """The turn as events (:mod:`~agentplug.agent.streaming`), ``FinalReply`` last:
+        of an inbound message (``handle_inbound``), or of a routed text with
+        ``session_key`` (``run_turn``). Closing the iterator early cancels the turn."""
+        return stream_of(
+            self,
+            message,
+            session_key=session_key,
+            signal=signal,
+            output_type=output_type,
+            output_retries=output_retries,
         )
 
     async def _claimed(
@@ -391,13 +405,20 @@ class AgentRunner:
         run_id: str | None = None,
         trace: TurnTrace | None = None,
         spawn: Spawn | None = None,
+        on_event: Callable[[StreamEvent], Any] | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
     ) -> TurnResult:
         """Run one turn for a message the host already routed (see the module docstring).
 
         Turns of one session run one after another (each reads the transcript the one
         before it wrote); turns of different sessions run side by side. ``spawn`` marks
         a sub-agent's turn (its reply goes back to the parent, not through delivery).
+        ``on_event`` receives the stream events (:mod:`~agentplug.agent.streaming`); ``output_type``
+        (a pydantic model or a JSON schema) makes the final answer a validated
+        ``TurnResult.output``, the model asked again at most ``output_retries`` times.
         """
+        options = TurnOptions.of(on_event, output_type, output_retries)
         trace = trace if trace is not None else TurnTrace()
         token = bind_trace(trace)
         try:
@@ -413,6 +434,7 @@ class AgentRunner:
                     trace=trace,
                     spawn=spawn,
                 )
+                options.apply(turn)
                 return await self._run(turn)
         finally:
             unbind_trace(token)
@@ -437,6 +459,9 @@ class AgentRunner:
 
     async def _run(self, turn: Turn) -> TurnResult:
         session_key, inbound = turn.session.session_key, turn.inbound
+        span, span_token = spans.start_agent_span(
+            spans.tracer_of(self.host), self.agent_id, turn.session.session_id
+        )
         self.sessions_seen[session_key] = None
         self.turn_log.started(turn.run_id, session_key, agent_id=self.agent_id)
         started = time.perf_counter()
@@ -465,6 +490,8 @@ class AgentRunner:
         except TurnCancelled as exc:
             turn.status, turn.error = "cancelled", f"cancelled: {exc}"
             self.broker.cancel_run(turn.run_id)
+        except UsageLimitReached as exc:
+            turn.status, turn.error = "usage_limit", str(exc)
         except TurnFailed as exc:
             turn.status, turn.error = "failed", str(exc)
         except Exception as exc:  # the runner itself must never take the host down
@@ -475,6 +502,7 @@ class AgentRunner:
             cancel_approvals()
             self.broker.end_run(turn.run_id)
             answer_open_calls(turn.session.messages, _unfinished(turn))
+            turn.session.usage_tokens += turn.ledger.total.total_tokens
             try:
                 if turn.loaded:  # a turn stopped before loading never saves over it
                     self.transcripts.save(turn.session)
@@ -506,6 +534,9 @@ class AgentRunner:
             reply = None if delivery.suppressed else delivery.content
         if reply is not None:
             reply = scrub(reply)
+        usage = turn.ledger.summary()
+        spans.set_usage(span, turn.ledger.total)
+        spans.end_span(span, None if success else turn.status, span_token)
         result = TurnResult(
             run_id=turn.run_id,
             session_key=session_key,
@@ -522,6 +553,8 @@ class AgentRunner:
             transcript=scrub_data(list(turn.session.messages)),
             trace=turn.trace,
             subagents=turn.subagent_runs,
+            usage=usage,
+            output=turn.output_value if success else None,
         )
         self.turn_log.ended(result, agent_id=self.agent_id)
         return result
@@ -567,27 +600,3 @@ def _scrubbed(delivery: DeliveryResult | None) -> DeliveryResult | None:
     if delivery is None or delivery.error is None:
         return delivery
     return delivery.model_copy(update={"error": scrub(delivery.error)})
-
-
-class SyncAgentRunner:
-    """Blocking methods over an :class:`AgentRunner` (on the host's private loop)."""
-
-    def __init__(self, runner: AgentRunner) -> None:
-        self.runner = runner
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.runner.host.sync.run(coro)
-
-    def handle_inbound(
-        self, message: InboundMessage | Mapping[str, Any], **kwargs: Any
-    ) -> TurnResult:
-        """Blocking :meth:`AgentRunner.handle_inbound`."""
-        return self._run(self.runner.handle_inbound(message, **kwargs))
-
-    def run_turn(self, prompt_text: str, **kwargs: Any) -> TurnResult:
-        """Blocking :meth:`AgentRunner.run_turn`."""
-        return self._run(self.runner.run_turn(prompt_text, **kwargs))
-
-    def reset_session(self, session_key: str, **kwargs: Any) -> SessionRecord:
-        """Blocking :meth:`AgentRunner.reset_session`."""
-        return self._run(self.runner.reset_session(session_key, **kwargs))

@@ -17,8 +17,13 @@ read its parameters from plain language (ACTIONS.md, the elizaOS flow).
   **once** more with the error. If that fails too, the flow's parameter check reports
   the missing or invalid parameter to the user.
 
-These calls go straight to the provider: they are not agent turns and run no turn
-hooks. With no model configured, the deterministic selector and extractor are used.
+These calls are not agent turns and run no turn hooks, but each is a governed model
+call when the selector and extractor know the host (``host=``, or a
+:class:`~agentplug.agent.calls.ModelCaller` in place of the provider;
+:func:`language_aware_flow` with ``host``, as ``agentplug actions run`` does):
+``model_call_started`` / ``model_call_ended``, the abort signal, retries, fallback models
+and the usage limits. With no model configured, the deterministic selector and
+extractor are used.
 """
 
 from __future__ import annotations
@@ -38,8 +43,11 @@ from agentplug.actions.flow.selection import (
 )
 from agentplug.actions.model import Action, Message, State
 from agentplug.actions.registry import normalize_action_name
+from agentplug.agent.calls import ModelCaller
 from agentplug.agent.providers.base import ModelProvider, ModelRequest
 from agentplug.agent.tools import action_schema
+from agentplug.agent.turn import TurnCancelled
+from agentplug.services.signals import AbortSignal
 
 __all__ = ["LlmActionSelector", "LlmParameterExtractor", "language_aware_flow", "parse_json_answer"]
 
@@ -86,14 +94,34 @@ def _catalogue(actions: Sequence[Action]) -> str:
     return "\n".join(lines)
 
 
-async def _ask(provider: ModelProvider, model: str, system: str, user: str) -> str:
-    response = await provider.complete(
-        ModelRequest(
-            model=model,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            options={"temperature": 0},
-        )
+def _caller(
+    provider: ModelProvider | ModelCaller, model: str, host: Any, signal: AbortSignal | None
+) -> ModelCaller | None:
+    """The governed caller of a selector or extractor (``None``: a bare provider and no
+    host to dispatch the model-call hooks on)."""
+    if isinstance(provider, ModelCaller):
+        return provider
+    if host is None:
+        return None
+    return ModelCaller(host, provider, model, signal=signal)
+
+
+async def _ask(
+    provider: ModelProvider,
+    caller: ModelCaller | None,
+    model: str,
+    system: str,
+    user: str,
+    purpose: str,
+) -> str:
+    request = ModelRequest(
+        model=model,
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+        options={"temperature": 0},
     )
+    if caller is not None:
+        return (await caller.complete(request, purpose)).text
+    response = await provider.complete(request)
     return response.text
 
 
@@ -102,12 +130,15 @@ class LlmActionSelector:
 
     def __init__(
         self,
-        provider: ModelProvider,
+        provider: ModelProvider | ModelCaller,
         model: str,
         *,
         fallback: DeterministicActionSelector | None = None,
+        host: Any = None,
+        signal: AbortSignal | None = None,
     ) -> None:
-        self.provider = provider
+        self.caller = _caller(provider, model, host, signal)
+        self.provider: Any = provider
         self.model = model
         self.fallback = fallback or DeterministicActionSelector()
         self.last_answer: str | None = None
@@ -126,7 +157,11 @@ class LlmActionSelector:
             '{"action": null} when no action fits.'
         )
         try:
-            answer = await _ask(self.provider, self.model, system, message.text)
+            answer = await _ask(
+                self.provider, self.caller, self.model, system, message.text, "select"
+            )
+        except TurnCancelled:
+            raise
         except Exception as exc:  # the model is an improvement, never a single point of failure
             log.warning("LLM action selection failed (%s); using the deterministic selector", exc)
             return structured
@@ -159,12 +194,15 @@ class LlmParameterExtractor:
 
     def __init__(
         self,
-        provider: ModelProvider,
+        provider: ModelProvider | ModelCaller,
         model: str,
         *,
         fallback: StructuredParameterExtractor | None = None,
+        host: Any = None,
+        signal: AbortSignal | None = None,
     ) -> None:
-        self.provider = provider
+        self.caller = _caller(provider, model, host, signal)
+        self.provider: Any = provider
         self.model = model
         self.fallback = fallback or StructuredParameterExtractor()
         self.asked = 0
@@ -211,7 +249,9 @@ class LlmParameterExtractor:
     ) -> dict[str, Any]:
         self.asked += 1
         try:
-            answer = await _ask(self.provider, self.model, system, text)
+            answer = await _ask(self.provider, self.caller, self.model, system, text, "extract")
+        except TurnCancelled:
+            raise
         except Exception as exc:
             log.warning("LLM parameter extraction for %s failed (%s)", action.name, exc)
             return dict(structured)
@@ -232,12 +272,18 @@ def _valid(action: Action, values: Mapping[str, Any]) -> str | None:
 
 def language_aware_flow(
     agent: Mapping[str, Any] | None,
+    host: Any = None,
+    *,
+    signal: AbortSignal | None = None,
 ) -> tuple[LlmActionSelector, LlmParameterExtractor] | None:
     """The LLM selector and extractor for the ``agent`` config section, or ``None``.
 
     ``None`` when the section names no ``model``: the deterministic selector and
     extractor stay in charge. An unknown provider raises a one-line
-    :class:`~agentplug.agent.providers.ProviderError`.
+    :class:`~agentplug.agent.providers.ProviderError`. With ``host`` every call is a
+    governed one (:class:`~agentplug.agent.calls.ModelCaller`): ``model_call_started`` /
+    ``model_call_ended`` on that host, ``signal`` aborting it, ``agent.retry``,
+    ``agent.fallback_models`` and ``agent.limits`` applied.
     """
     from agentplug.agent.config import agent_config
     from agentplug.agent.providers import ProviderRegistry, split_model
@@ -246,5 +292,18 @@ def language_aware_flow(
         return None
     config = agent_config(agent)
     name, model = split_model(config.model)
-    provider = ProviderRegistry(config.providers).get(name)
-    return LlmActionSelector(provider, model), LlmParameterExtractor(provider, model)
+    registry = ProviderRegistry(config.providers)
+    provider = registry.get(name)
+    if host is None:
+        return LlmActionSelector(provider, model), LlmParameterExtractor(provider, model)
+    caller = ModelCaller(
+        host,
+        registry.get,
+        model,
+        provider_name=name,
+        limits=config.limits,
+        retry=config.retry,
+        fallbacks=[split_model(spec, name) for spec in config.fallback_models],
+        signal=signal,
+    )
+    return LlmActionSelector(caller, model), LlmParameterExtractor(caller, model)

@@ -54,6 +54,7 @@ from agentplug.agent.tools import Tool, ToolCallContext, ToolOutput, ToolRegistr
 from agentplug.agent.trace import current_trace
 from agentplug.agent.transcript import TranscriptStore
 from agentplug.agent.turn import Turn, TurnResult, current_turn
+from agentplug.agent.usage import TurnUsage
 from agentplug.services.signals import AbortController, AbortSignal
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ class Subagents:
             entry, child, spawn, task, child_key, ctx, call.signal
         )
         run = _summary(entry.name, child_key, result, outcome, background=False)
-        self._record(turn, run)
+        self._record(turn, run, result.usage)
         details = {"subagent": run.model_dump(exclude={"subagents"})}
         if result.status in ("replied", "silent", "suppressed"):
             return ToolOutput(result.reply or "(the sub-agent gave no answer)", details)
@@ -380,10 +381,12 @@ class Subagents:
         )
         return result, outcome
 
-    def _record(self, turn: Turn | None, run: SubagentRun) -> None:
+    def _record(self, turn: Turn | None, run: SubagentRun, usage: TurnUsage | None = None) -> None:
         """Roll ``run`` up into the parent's turn (its result and its trace)."""
         if turn is not None:
             turn.subagent_runs.append(run)
+            if usage is not None:
+                turn.ledger.add_subagent(run.agent_id, usage)
         trace = current_trace()
         if trace is not None:
             trace.add(
@@ -521,7 +524,7 @@ def _summary(
         outcome=outcome,
         background=background,
         steps=result.steps,
-        tool_calls=sum(1 for e in result.trace if e.get("kind") == "tool"),
+        tool_calls=result.usage.tool_calls,
         duration_ms=result.duration_ms,
         usage=usage_of(result),
         subagents=list(result.subagents),

@@ -49,6 +49,8 @@ class SessionRecord:
     """How many messages :attr:`context_tokens` counts."""
     updated_at_ms: int | None = None
     """When it was last saved (epoch milliseconds; set by the store's save)."""
+    usage_tokens: int = 0
+    """Tokens the session's turns used so far (``agent.limits.tokens_per_session``)."""
 
 
 @runtime_checkable
@@ -108,6 +110,7 @@ class StateStoreTranscripts:
                 "context_tokens": record.context_tokens,
                 "context_messages": record.context_messages,
                 "updated_at_ms": record.updated_at_ms,
+                "usage_tokens": record.usage_tokens,
             },
         )
 
@@ -123,12 +126,17 @@ def _record(session_key: str, raw: Any) -> SessionRecord | None:
         context_tokens=_count(raw.get("context_tokens")),
         context_messages=_count(raw.get("context_messages")),
         updated_at_ms=_count(raw.get("updated_at_ms")),
+        usage_tokens=_tokens(raw.get("usage_tokens")),
     )
 
 
 def _count(value: Any) -> int | None:
     """A stored count, or ``None`` when it is missing or not a count."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _tokens(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def write_message(

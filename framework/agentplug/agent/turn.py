@@ -31,9 +31,11 @@ from agentplug.agent.config import AgentConfig
 from agentplug.agent.pipeline import ToolCallPipeline
 from agentplug.agent.providers.base import ModelProvider
 from agentplug.agent.spawn import Spawn, SubagentRun
+from agentplug.agent.structured import OutputSpec, output_spec
 from agentplug.agent.tools import ToolRegistry
 from agentplug.agent.trace import TurnTrace
 from agentplug.agent.transcript import SessionRecord
+from agentplug.agent.usage import TurnUsage, UsageLedger
 from agentplug.core.redaction import scrub_data
 from agentplug.services.signals import AbortSignal
 from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
@@ -52,6 +54,7 @@ __all__ = [
     "Turn",
     "TurnCancelled",
     "TurnFailed",
+    "TurnOptions",
     "TurnResult",
     "TurnRunner",
     "TurnStatus",
@@ -61,7 +64,15 @@ __all__ = [
 ]
 
 TurnStatus = Literal[
-    "replied", "silent", "claimed", "blocked", "suppressed", "failed", "cancelled", "step_limit"
+    "replied",
+    "silent",
+    "claimed",
+    "blocked",
+    "suppressed",
+    "failed",
+    "cancelled",
+    "step_limit",
+    "usage_limit",
 ]
 
 
@@ -113,6 +124,13 @@ class TurnResult(BaseModel):
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     subagents: list[SubagentRun] = Field(default_factory=list)
     """The sub-agents the turn spawned, in order (each with its own spawns)."""
+    usage: TurnUsage = Field(default_factory=TurnUsage)
+    """Tokens (per model call and in all; ``estimated`` when some call reported none),
+    model calls and tool calls of the turn."""
+    output: Any = None
+    """The validated final answer of a turn run with ``output_type=`` (a model instance,
+    or the JSON value for a JSON schema); ``None`` otherwise."""
+
     _steps: TurnTrace | list[dict[str, Any]] | None = PrivateAttr(default=None)
 
     @model_validator(mode="wrap")
@@ -201,6 +219,31 @@ class RunnerParts(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TurnOptions:
+    """What a caller asked of one turn beyond its message (``on_event=``,
+    ``output_type=``, ``output_retries=``)."""
+
+    on_event: Callable[[Any], Any] | None = None
+    output: OutputSpec | None = None
+    output_retries: int = 2
+
+    @classmethod
+    def of(
+        cls, on_event: Callable[[Any], Any] | None, output_type: Any, output_retries: int
+    ) -> TurnOptions:
+        """Checked options (a bad output type is an error before the turn starts)."""
+        if output_retries < 0:
+            raise ValueError(f"output_retries must be 0 or more, got {output_retries}")
+        spec = None if output_type is None else output_spec(output_type)
+        return cls(on_event, spec, output_retries)
+
+    def apply(self, turn: Turn) -> None:
+        """Set them on ``turn``."""
+        turn.on_event, turn.output = self.on_event, self.output
+        turn.output_retries = self.output_retries
+
+
 class TurnFailed(Exception):
     """Stops a turn: ``agent_end(success=False, error=str(exc))``."""
 
@@ -251,6 +294,27 @@ class Turn:
     """The sub-agents this turn spawned (rolled up into its result)."""
     subagents_started: int = 0
     """Spawns this turn began (``agent.max_subagents_per_turn`` bounds it)."""
+    on_event: Callable[[Any], Any] | None = None
+    """Receives the turn's stream events (``runner.stream``, ``on_event=``)."""
+    output: OutputSpec | None = None
+    """The output type the final answer must match (``output_type=``)."""
+    output_retries: int = 2
+    """How many times a final answer that does not match :attr:`output` is asked again."""
+    output_value: Any = None
+    clock_start: float = field(default_factory=time.monotonic)
+    """When the turn started on the monotonic clock (its deadline counts from here)."""
+    _ledger: UsageLedger | None = None
+    _extras: dict[str, Any] = field(default_factory=dict)
+    """Per-turn state of the phase modules (the stream gate, the call scope)."""
+
+    @property
+    def ledger(self) -> UsageLedger:
+        """The turn's usage (and the checks of ``agent.limits`` against it)."""
+        if self._ledger is None:
+            self._ledger = UsageLedger(
+                self.runner.config.limits, session_tokens=self.session.usage_tokens
+            )
+        return self._ledger
 
     @property
     def host(self) -> Any:

@@ -138,12 +138,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         # With ``agent.model`` configured the model chooses the action and reads its
         # parameters from plain language; without it the deterministic flow runs.
-        language = language_aware_flow(config.agent)
+        language_aware_flow(config.agent)
     except AgentplugError as exc:
         return _error(str(exc))
 
     async def go() -> tuple[Any, list[str]]:
         gateway = Gateway.from_config(config, load_plugins=True)
+        # Its calls fire the model-call hooks on this gateway's host.
+        language = language_aware_flow(config.agent, gateway.host)
         problems = await gateway.actions.load()
         try:
             message = Message(text=args.message, room_id=args.room)

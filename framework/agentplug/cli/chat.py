@@ -13,7 +13,8 @@ tool call, then one ``{"turn": ...}`` summary). ``--demo`` runs a built-in offli
 conversation with the example plugins (:mod:`agentplug.cli.chat_demo`). Lines starting
 with ``/`` are commands (:mod:`agentplug.cli.chat_commands`: ``/help``, ``/reset``,
 ``/new``, ``/sessions``, ``/approve``) and never reach the model. ``/quit`` or end of input
-ends the session (``session_end``, then ``gateway_stop``).
+ends the session (``session_end``, then ``gateway_stop``). The reply is printed as it
+streams in, as far as the delivery hooks allow (:mod:`agentplug.agent.streaming`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ class _Chat:
     """The ``state: ...`` line."""
     demo: Any = None
     """The :class:`~agentplug.cli.chat_demo.DemoSetup` of ``--demo``."""
+    printed: Any = None
+    """The :class:`_Line` the streamed reply is printed on (``None``: not streamed)."""
 
 
 def _gateway(args: argparse.Namespace, resolver: Any, channel: Any) -> _Chat:
@@ -140,6 +143,45 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
+class _Line:
+    """The ``agent>`` line being printed as the reply streams in."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.text = ""
+
+    def add(self, step: int, text: str) -> None:
+        if step != self.step:  # a new model call (or a retry) starts a new line
+            self.close()
+            sys.stdout.write("agent> ")
+            self.step = step
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.text += text
+
+    def close(self) -> None:
+        if self.step is not None:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        self.step, self.text = None, ""
+
+
+async def _streamed_turn(runner: Any, message: dict[str, Any], line: _Line) -> Any:
+    """One turn through ``runner.stream``: text printed as it is released."""
+    from agentplug.agent.streaming import FinalReply, ModelRetry, TextDelta
+
+    result = None
+    async for event in runner.stream(message):
+        if isinstance(event, TextDelta):
+            line.add(event.step, event.text)
+        elif isinstance(event, ModelRetry):
+            line.close()
+        elif isinstance(event, FinalReply):
+            result = event.result
+    line.close()
+    return result
+
+
 _SENDER = "terminal"
 
 
@@ -194,9 +236,11 @@ def _banner(args: argparse.Namespace, chat: _Chat, warnings: list[str]) -> None:
 async def _turn(args: argparse.Namespace, chat: _Chat, text: str, session_key: str) -> None:
     from agentplug.cli.chat_view import detail_lines, json_lines, turn_lines
 
-    result = await chat.gateway.runner.handle_inbound(
-        {"content": text, "channel": "chat", "sender_id": _SENDER, "session_key": session_key}
-    )
+    message = {"content": text, "channel": "chat", "sender_id": _SENDER, "session_key": session_key}
+    if args.json or chat.printed is None:
+        result = await chat.gateway.runner.handle_inbound(message)
+    else:
+        result = await _streamed_turn(chat.gateway.runner, message, chat.printed)
     if args.json:
         for line in json_lines(result):
             _print(line)
@@ -220,15 +264,22 @@ async def _session(args: argparse.Namespace) -> int:
 
     # The person in this chat session decides; with --json stdout carries JSON only.
     terminal = TerminalResolver(output=sys.stderr if args.json else None, by="chat")
+    printed = _Line()
 
     def show(payload: dict[str, Any]) -> dict[str, bool]:
         # The terminal is this chat's channel: a reply is printed once every delivery
-        # hook has had its say, and message_sent reports it.
+        # hook has had its say, and message_sent reports it. Text streamed before (as
+        # the delivery hooks allowed) that is the reply is not printed twice.
+        text = payload.get("text") or ""
         if not args.json:
-            _print(f"agent> {payload.get('text') or ''}")
+            streamed = printed.text == text and printed.step is not None
+            printed.close()
+            if not streamed:
+                _print(f"agent> {text}")
         return {"printed": True}
 
     chat = _gateway(args, terminal, show)
+    chat.printed = printed
     try:
         warnings = await _start(args, chat)
         if warnings is None:

@@ -41,6 +41,7 @@ __all__ = [
     "scrub_clipped",
     "scrub_data",
     "scrub_record",
+    "unfinished_secret",
 ]
 
 REDACTED = "***"
@@ -74,6 +75,10 @@ class _Compiled:
     pattern: re.Pattern[str]
     needles: tuple[str, ...]
     """The secrets without their whitespace, for :func:`_scrub_spread`."""
+    prefixes: tuple[str, ...]
+    """Every form and secret without whitespace, for :func:`unfinished_secret`."""
+    heads: frozenset[str]
+    """Their first characters."""
 
 
 _compiled: _Compiled | None = None
@@ -103,9 +108,13 @@ def _compile(raw: Iterable[str]) -> _Compiled | None:
     # Longest first: a form that contains another is replaced whole.
     ordered = sorted(forms, key=len, reverse=True)
     needles = {"".join(v.split()) for v in values}
+    prefixes = sorted({"".join(f.split()) for f in forms} | needles, key=len, reverse=True)
+    prefixes = [p for p in prefixes if p]
     return _Compiled(
         re.compile("|".join(re.escape(f) for f in ordered)),
         tuple(n for n in needles if len(n) >= MIN_SECRET_LENGTH),
+        tuple(prefixes),
+        frozenset(p[0] for p in prefixes),
     )
 
 
@@ -162,6 +171,33 @@ def forget_secret(value: str) -> None:
     with _lock:
         _raw.discard(value.strip())
         _compiled = _compile(_raw)
+
+
+def unfinished_secret(text: str) -> int:
+    """Where the possible start of a secret at the end of ``text`` begins (``len(text)``
+    when there is none): text released piece by piece (a streamed reply) is released up
+    to there, the rest waits for more: :func:`scrub` recognises a secret only whole. No
+    secret straddles the returned position, so scrubbing the part before it and, later,
+    the part after it gives what scrubbing the whole would."""
+    compiled = _compiled
+    if compiled is None or not text:
+        return len(text)
+    # Only the last characters can start an unfinished secret: as many non-space ones
+    # as the longest secret has (and the whitespace between them).
+    longest = len(compiled.prefixes[0])
+    start, seen = len(text), 0
+    while start > 0 and seen < longest:
+        start -= 1
+        if not text[start].isspace():
+            seen += 1
+    heads = compiled.heads
+    for index in range(start, len(text)):
+        if text[index] not in heads:
+            continue
+        rest = text[index:].translate(_DROP_SPACES)
+        if any(p.startswith(rest) for p in compiled.prefixes):
+            return index
+    return len(text)
 
 
 def scrub(text: str) -> str:

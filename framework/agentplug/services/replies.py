@@ -146,15 +146,19 @@ class ReplyDispatcher:
         channel_name: str | None = None,
         to: str | None = None,
         payload: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> DeliveryResult:
         """Run the whole outbound path for ``text`` (see the module docstring).
 
         ``payload`` holds extra payload fields (presentation, media, runtime trust
-        markers); without ``channel`` the result is ``ready`` (hooks and stages ran,
+        markers); ``metadata`` is the ``message_sending`` event's (a streamed block says
+        so there); without ``channel`` the result is ``ready`` (hooks and stages ran,
         nothing was sent and ``message_sent`` did not fire), unless a dispatch hook took
         the dispatch (``delivered``, ``dispatched_by``).
         """
-        event = {"content": text, "to": to, "channel": channel_name}
+        event: dict[str, Any] = {"content": text, "to": to, "channel": channel_name}
+        if metadata is not None:
+            event["metadata"] = dict(metadata)
         ready = await send_message(self.host, event, ctx)
         if ready.suppressed:
             return ready

@@ -5,7 +5,9 @@ It receives a :class:`ModelRequest` (the chat messages in the OpenAI-style shape
 OpenAI-compatible server speaks, the tool schemas and per-call options) and returns a
 :class:`ModelResponse`: the text, the tool calls, the usage and the provider's request
 id. Streaming is optional: a provider that implements ``stream`` yields
-:class:`ModelDelta` chunks and the runner forwards them to the host's ``on_delta``.
+:class:`ModelDelta` chunks, then the response; the runner streams when someone listens
+(``runner.stream(...)``, ``on_delta``) and releases the text as the delivery hooks allow
+(:mod:`agentplug.agent.streaming`).
 
 Failures are :class:`ProviderError`: one line naming the provider, what went wrong and
 what to do. The runner turns them into a failed attempt (no ``llm_output``) and a failed
@@ -37,12 +39,24 @@ class ProviderError(AgentplugError):
 
     ``kind`` is a short machine-readable class: ``http``, ``timeout``, ``malformed``,
     ``config``, ``connection``, ``scripted``, ``limit`` (a response over a bound).
+    ``status`` is the HTTP status of an ``http`` error; ``retry_after`` the wait the
+    server asked for (the runner retries 429, 5xx, connection failures and timeouts:
+    :mod:`agentplug.agent.retries`).
     """
 
-    def __init__(self, message: str, *, kind: str = "error", status: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "error",
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.retry_after = retry_after
+        """Seconds the server asked to wait before another attempt (``Retry-After``)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,12 @@ class ModelRequest:
     """Most tool calls the runner will run from one response
     (``agent.limits.tool_calls_per_response``): a provider may stop building calls past it
     and count the rest in :attr:`ModelResponse.dropped_tool_calls`."""
+    output_schema: Mapping[str, Any] | None = None
+    """The JSON schema the final answer must match (a turn's ``output_type``); a provider
+    that can ask its server for it (``response_format``) does, the runner validates the
+    answer either way."""
+    output_name: str = "output"
+    """The name of :attr:`output_schema` (``response_format.json_schema.name``)."""
 
 
 @dataclass
@@ -113,6 +133,8 @@ class ModelResponse:
     dropped_tool_calls: int = 0
     """Tool calls the provider counted but did not build (past
     :attr:`ModelRequest.max_tool_calls`)."""
+    model: str | None = None
+    """The model that answered, when the server says (it may name a dated version)."""
 
     @property
     def has_output(self) -> bool:

@@ -11,7 +11,17 @@ else that speaks ``POST {base_url}/chat/completions``. Options
   key (a local one) works with the variable unset;
 - ``timeout_s``: the total deadline of one call, connecting, sending and reading the
   whole body included (default 60): a server that drips its answer cannot outlive it;
-- ``temperature``, ``max_tokens``, ``extra_body``: passed through.
+- ``temperature``, ``max_tokens``, ``extra_body``: passed through;
+- ``response_format`` (default true): send a turn's output schema as
+  ``response_format: {"type": "json_schema", ...}`` (false for servers that refuse it:
+  the runner still validates the answer);
+- ``stream_usage`` (default true): ask a streamed call for its usage
+  (``stream_options.include_usage``).
+
+:meth:`OpenAIProvider.stream` streams (server-sent events, tool calls assembled from
+their fragments: :mod:`~agentplug.agent.providers.openai_stream`), under the same bounds.
+An HTTP error carries the server's ``Retry-After`` (:func:`retry_after_s`) for the
+runner's retries.
 
 The body is read incrementally and never past :attr:`ModelRequest.max_response_bytes`
 (``agent.limits.model_response_bytes``, 16 MiB when the request sets none); a compressed
@@ -23,23 +33,29 @@ failures, responses over the limit and malformed bodies.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import os
+import time
 import zlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from typing import Any, TypeVar
 
 import httpx
 
 from agentplug.agent.providers.base import (
+    ModelDelta,
     ModelRequest,
     ModelResponse,
     ProviderError,
     ToolCall,
 )
+from agentplug.agent.providers.openai_stream import StreamAssembler, tool_arguments
 from agentplug.core.redaction import register_secret, scrub
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider"]
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_MAX_RESPONSE_BYTES", "OpenAIProvider", "retry_after_s"]
+
+T = TypeVar("T")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 1024 * 1024
@@ -64,6 +80,14 @@ async def _read_body(response: httpx.Response, limit: int, *, cut: bool = False)
     declared length over the limit is refused before reading; a compressed chunk is
     inflated only up to the room left.
     """
+    return b"".join([chunk async for chunk in _body_chunks(response, limit, cut=cut)])
+
+
+async def _body_chunks(
+    response: httpx.Response, limit: int, *, cut: bool = False
+) -> AsyncIterator[bytes]:
+    """The body's decompressed chunks as they arrive, never past ``limit`` bytes in all
+    (see :func:`_read_body`)."""
     declared = response.headers.get("content-length", "")
     encoding = response.headers.get("content-encoding", "").strip().lower()
     identity = encoding in ("", "identity")
@@ -74,7 +98,6 @@ async def _read_body(response: httpx.Response, limit: int, *, cut: bool = False)
         inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or a zlib header
     elif not identity:
         raise _Undecodable(f"unsupported content-encoding {encoding!r}")
-    chunks: list[bytes] = []
     size = 0
     async for raw in response.aiter_raw():
         chunk, over = raw, False
@@ -87,11 +110,39 @@ async def _read_body(response: httpx.Response, limit: int, *, cut: bool = False)
         if over or size + len(chunk) > limit:
             if not cut:
                 raise _TooLarge
-            chunks.append(chunk[: limit - size])
-            break
+            yield chunk[: limit - size]
+            return
         size += len(chunk)
-        chunks.append(chunk)
-    return b"".join(chunks)
+        yield chunk
+
+
+_MAX_RETRY_AFTER_S = 86_400.0
+"""A longer ``Retry-After`` is read as a day (the runner's own bound is far lower)."""
+
+
+def retry_after_s(headers: httpx.Headers) -> float | None:
+    """The wait a response asks for (``retry-after-ms``, ``retry-after`` in seconds or as
+    an HTTP date), in seconds, or ``None`` when it asks for none it can be held to."""
+    millis = headers.get("retry-after-ms", "").strip()
+    try:
+        if millis:
+            value = float(millis) / 1000
+        else:
+            text = headers.get("retry-after", "").strip()
+            if not text:
+                return None
+            try:
+                value = float(text)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(text)
+                if when.tzinfo is None:
+                    return None
+                value = when.timestamp() - time.time()
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if value != value:  # NaN
+        return None
+    return min(max(value, 0.0), _MAX_RETRY_AFTER_S)
 
 
 class OpenAIProvider:
@@ -154,9 +205,131 @@ class OpenAIProvider:
         for key in ("temperature", "max_tokens", "top_p", "stop", "seed"):
             if key in merged:
                 body[key] = merged[key]
+        if request.output_schema is not None and merged.get("response_format", True):
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.output_name, "schema": request.output_schema},
+            }
         if isinstance(extra, Mapping):
             body.update(extra)
         return body
+
+    def _http_error(
+        self, status: int, error_body: httpx.Response, headers: httpx.Headers
+    ) -> ProviderError:
+        return ProviderError(
+            f"openai provider: HTTP {status} from {self.url}: "
+            f"{_error_message(error_body)}{_hint(status, self.api_key_env)}",
+            kind="http",
+            status=status,
+            retry_after=retry_after_s(headers),
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """One streamed call (``"stream": true``): the reply text as it arrives, then the
+        response (tool calls assembled, usage when the server sends it). The same bounds
+        as :meth:`complete`: ``timeout_s`` is the deadline of the whole stream and the
+        body is never read past :attr:`ModelRequest.max_response_bytes`; a server that
+        answers with a plain JSON body is read as one."""
+        url = self.url
+        limit = request.max_response_bytes or DEFAULT_MAX_RESPONSE_BYTES
+        body = self.body(request)
+        body["stream"] = True
+        if self.options.get("stream_usage", True):
+            body["stream_options"] = {"include_usage": True}
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        client = httpx.AsyncClient(
+            timeout=self.timeout_s, transport=self._transport, trust_env=False
+        )
+        try:
+            sent = client.build_request("POST", url, json=body, headers=self._headers())
+            response = await self._guard(_within(client.send(sent, stream=True), deadline), limit)
+            try:
+                status = response.status_code
+                request_id = response.headers.get("x-request-id")
+                if status >= 400:
+                    error_body = await self._guard(
+                        _within(_error_response(response), deadline), limit
+                    )
+                    raise self._http_error(status, error_body, response.headers)
+                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if kind != "text/event-stream":
+                    data = await self._guard(_within(_read_body(response, limit), deadline), limit)
+                    whole = self._parse(data, status, request_id, request)
+                    if whole.text:
+                        yield ModelDelta(whole.text)
+                    yield whole
+                    return
+                assembler = StreamAssembler(url, request_id, max_tool_calls=request.max_tool_calls)
+                chunks = _body_chunks(response, limit)
+                while not assembler.done:
+                    try:
+                        chunk = await self._guard(_within(anext(chunks), deadline), limit)
+                    except StopAsyncIteration:
+                        break
+                    for text in assembler.feed(chunk):
+                        yield ModelDelta(text)
+                await chunks.aclose()  # type: ignore[attr-defined]  # an async generator
+                yield assembler.finish()
+            finally:
+                await response.aclose()
+        finally:
+            await client.aclose()
+
+    async def _guard(self, awaitable: Awaitable[T], limit: int) -> T:
+        """``awaitable``, its failures turned into one-line provider errors."""
+        url = self.url
+        try:
+            return await awaitable
+        except _Undecodable as exc:
+            raise ProviderError(
+                f"openai provider: {url} sent a body that cannot be decoded: {exc}",
+                kind="malformed",
+            ) from None
+        except _TooLarge:
+            raise self._too_large(self.url, limit) from None
+        except _Late:
+            raise self._timeout() from None
+        except httpx.TimeoutException:
+            raise self._timeout() from None
+        except httpx.HTTPError as exc:
+            raise ProviderError(
+                f"openai provider: cannot reach {url} ({type(exc).__name__}); check "
+                "agent.providers.openai.base_url and that the server runs",
+                kind="connection",
+            ) from None
+
+    def _too_large(self, url: str, limit: int) -> ProviderError:
+        return ProviderError(
+            f"openai provider: the response from {url} is over {limit} bytes "
+            "(agent.limits.model_response_bytes); raise the limit or ask for less "
+            "(max_tokens)",
+            kind="limit",
+        )
+
+    def _timeout(self) -> ProviderError:
+        return ProviderError(
+            f"openai provider: {self.url} did not complete within {self.timeout_s:g} s "
+            "(agent.providers.openai.timeout_s, the total deadline of one call, body "
+            "included); raise it or check the server",
+            kind="timeout",
+        )
+
+    def _parse(
+        self, data: bytes, status: int, request_id: str | None, request: ModelRequest
+    ) -> ModelResponse:
+        try:
+            # json.loads on the bytes: decoding to a str first would hold a second copy of
+            # up to four bytes per character (text outside the BMP) next to the parsed body.
+            parsed = json.loads(data)
+        except (ValueError, RecursionError):
+            raise ProviderError(
+                f"openai provider: {self.url} answered HTTP {status} with a body "
+                "that is not JSON; is base_url an OpenAI-compatible /v1 endpoint?",
+                kind="malformed",
+            ) from None
+        del data
+        return parse_completion(parsed, self.url, request_id, max_tool_calls=request.max_tool_calls)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """One chat-completions call; a :class:`ProviderError` on any failure."""
@@ -185,21 +358,11 @@ class OpenAIProvider:
                 kind="malformed",
             ) from None
         except _TooLarge:
-            raise ProviderError(
-                f"openai provider: the response from {url} is over {limit} bytes "
-                "(agent.limits.model_response_bytes); raise the limit or ask for less "
-                "(max_tokens)",
-                kind="limit",
-            ) from None
+            raise self._too_large(url, limit) from None
         except (TimeoutError, httpx.TimeoutException) as exc:
             if isinstance(exc, TimeoutError) and not deadline.expired():
                 raise
-            raise ProviderError(
-                f"openai provider: {url} did not complete within {self.timeout_s:g} s "
-                "(agent.providers.openai.timeout_s, the total deadline of one call, body "
-                "included); raise it or check the server",
-                kind="timeout",
-            ) from None
+            raise self._timeout() from None
         except httpx.HTTPError as exc:
             raise ProviderError(
                 f"openai provider: cannot reach {url} ({type(exc).__name__}); check "
@@ -208,24 +371,27 @@ class OpenAIProvider:
             ) from None
         request_id = response.headers.get("x-request-id")
         if error_body is not None:
-            raise ProviderError(
-                f"openai provider: HTTP {status} from {url}: "
-                f"{_error_message(error_body)}{_hint(status, self.api_key_env)}",
-                kind="http",
-                status=status,
-            )
-        try:
-            # json.loads on the bytes: decoding to a str first would hold a second copy of
-            # up to four bytes per character (text outside the BMP) next to the parsed body.
-            parsed = json.loads(data)
-        except (ValueError, RecursionError):
-            raise ProviderError(
-                f"openai provider: {url} answered HTTP {status} with a body "
-                "that is not JSON; is base_url an OpenAI-compatible /v1 endpoint?",
-                kind="malformed",
-            ) from None
-        del data
-        return parse_completion(parsed, url, request_id, max_tool_calls=request.max_tool_calls)
+            raise self._http_error(status, error_body, response.headers)
+        return self._parse(data, status, request_id, request)
+
+
+class _Late(Exception):
+    """A streamed call passed its deadline (raised by :func:`_within`)."""
+
+
+async def _within(awaitable: Awaitable[T], deadline: float) -> T:
+    """``awaitable``, unless the loop's clock passes ``deadline`` first (:class:`_Late`).
+
+    One await at a time: a timeout around a whole async generator would cancel whatever
+    its consumer awaits between two chunks.
+    """
+    try:
+        async with asyncio.timeout_at(deadline) as scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise _Late from None
+        raise
 
 
 async def _error_response(response: httpx.Response) -> httpx.Response:
@@ -265,7 +431,7 @@ def _hint(status: int, api_key_env: str) -> str:
     if status == 404:
         return " (check agent.model and agent.providers.openai.base_url)"
     if status == 429:
-        return " (rate limited: retry later)"
+        return " (rate limited: agent.retry retries it; agent.fallback_models adds other models)"
     return ""
 
 
@@ -306,18 +472,7 @@ def parse_completion(
         function = raw.get("function") if isinstance(raw, Mapping) else None
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
             raise _malformed(url, f"tool_calls[{index}] has no function name")
-        arguments_text = function.get("arguments") or "{}"
-        arguments: Any
-        raw_text: str | None = None
-        if isinstance(arguments_text, Mapping):
-            arguments = dict(arguments_text)
-        else:
-            try:
-                arguments = json.loads(str(arguments_text))
-            except (json.JSONDecodeError, RecursionError):  # nested past the parser's depth
-                arguments, raw_text = {}, str(arguments_text)
-            if not isinstance(arguments, dict):
-                arguments, raw_text = {}, str(arguments_text)
+        arguments, raw_text = tool_arguments(function.get("arguments") or "{}")
         calls.append(
             ToolCall(
                 id=str(raw.get("id") or f"call_{index}"),
@@ -327,6 +482,7 @@ def parse_completion(
             )
         )
     usage = data.get("usage")
+    model = data.get("model")
     return ModelResponse(
         text=content or "",
         tool_calls=calls,
@@ -334,4 +490,5 @@ def parse_completion(
         request_id=request_id or (str(data["id"]) if data.get("id") else None),
         finish_reason=choices[0].get("finish_reason"),
         dropped_tool_calls=len(raw_calls) - len(built),
+        model=model[:256] if isinstance(model, str) else None,
     )

@@ -53,6 +53,9 @@ class OpenAIOptions(_Options):
     seed: int | None = None
     extra_body: dict[str, Any] | None = None
     """Merged into the request body as it is (server-specific fields)."""
+    response_format: bool = True
+    """Send a turn's output schema as ``response_format`` (``false`` for servers that
+    refuse it: the schema then goes in the prompt only)."""
 
 
 class ScriptedOptions(_Options):

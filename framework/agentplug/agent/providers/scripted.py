@@ -6,7 +6,9 @@ one per model call, in order. Each entry is
 - a string: the reply text;
 - ``{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}, "id"?: ...}],
   "usage"?: {...}, "request_id"?: ...}``: a reply with tool calls;
-- ``{"error": "..."}``: the call fails with a :class:`ProviderError`;
+- ``{"error": "..."}``: the call fails with a :class:`ProviderError`; with
+  ``"status": 503`` (and ``"retry_after": 0.1``) it fails as an HTTP error would, which
+  the runner retries (``agent.retry``);
 - ``{"hang": true}``: the call never returns (until the turn is cancelled).
 
 When the script runs out the provider answers ``default`` if one was given, else it
@@ -129,6 +131,15 @@ class ScriptedProvider:
         if entry.get("hang"):
             await asyncio.Event().wait()
         if entry.get("error"):
+            status = entry.get("status")
+            if isinstance(status, int) and not isinstance(status, bool):
+                wait = entry.get("retry_after")
+                raise ProviderError(
+                    f"scripted provider: HTTP {status}: {entry['error']}",
+                    kind="http",
+                    status=status,
+                    retry_after=float(wait) if isinstance(wait, int | float) else None,
+                )
             raise ProviderError(f"scripted provider: {entry['error']}", kind="scripted")
         text = str(entry.get("text") or "")
         calls = [_tool_call(c, i, index) for i, c in enumerate(entry.get("tool_calls") or [])]
