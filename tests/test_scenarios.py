@@ -278,7 +278,7 @@ def test_invalid_scenario_names_the_key_and_the_step(project: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ('{"steps": [', "<file>: not valid JSON at line 1 column 12: Expecting value"),
+        ('{"steps": [', "not valid JSON at line 1 column 12: Expecting value"),
         ("[]", "<root>: a scenario must be a JSON object"),
     ],
 )

@@ -80,7 +80,7 @@ class Decision:
 
     @classmethod
     def from_trace(cls, entry: Mapping[str, Any]) -> Decision:
-        """From a turn trace's tool entry (``chat --trace``, ``serve``'s turn)."""
+        """From a turn trace's tool entry (``chat --json``, ``serve``'s turn)."""
         d = dict(entry.get("decision") or {})
         return cls(
             d.get("allowed"),

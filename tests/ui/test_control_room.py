@@ -83,7 +83,8 @@ def test_logging_in_with_the_pasted_token_keeps_it_out_of_the_url_and_of_scripts
     chromium: Any, gated: UiServer
 ) -> None:
     page = _page(chromium, gated, login=False)
-    assert page.is_visible("#login") and not page.is_visible("#nav")
+    page.wait_for_selector("#login:not([hidden])")  # shown once the page knows it must ask
+    assert not page.is_visible("#nav")
     page.fill("#token", "not-the-token-but-long-enough")
     page.click("#login-form button[type=submit]")
     page.wait_for_selector("#login-error:has-text('not this server')")

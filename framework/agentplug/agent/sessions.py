@@ -119,12 +119,12 @@ def show_session(runner: SessionRunner, session_key: str) -> SessionRecord:
 
 
 def _unknown(runner: SessionRunner, session_key: str) -> UnknownSession:
-    import difflib
+    from agentplug.config.suggest import closest
 
     keys: list[str] = []
     if isinstance(runner.transcripts, StateStoreTranscripts):
         keys = runner.transcripts.keys()
-    close = difflib.get_close_matches(session_key, keys, n=1)
+    close = closest(session_key, keys)
     hint = f"did you mean {close[0]!r}? " if close else ""
     return UnknownSession(
         f"no session {session_key!r}; {hint}`agentplug sessions list` lists the sessions"

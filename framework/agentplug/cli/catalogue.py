@@ -158,7 +158,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for line in store_lines:
         print(line)
     problems += store_problems
-    host = command_gateway(config, use_cache=False).host
+    folder = command_state(args, config).state_dir
+    host = command_gateway(config, use_cache=False, state_dir=folder).host
     problems += [load_error_line(err) for err in host.load_errors]
     known = set(host.declarations)
     for pid, entry in config.plugins.entries.items():

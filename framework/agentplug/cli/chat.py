@@ -210,6 +210,7 @@ async def _start(args: argparse.Namespace, chat: _Chat) -> list[str] | None:
 
 
 def _banner(args: argparse.Namespace, chat: _Chat, warnings: list[str]) -> None:
+    from agentplug.actions.builtins import BUILTIN_PLUGIN_ID
     from agentplug.cli.chat_view import banner_lines
 
     if args.json:
@@ -222,7 +223,8 @@ def _banner(args: argparse.Namespace, chat: _Chat, warnings: list[str]) -> None:
         scripted = "the demo's script"
     for line in banner_lines(
         model=gateway.runner.config.model,
-        plugins=[r.plugin_id for r in gateway.host.plugins],
+        # The built-in actions are part of agentplug, not a plugin someone installed.
+        plugins=[r.plugin_id for r in gateway.host.plugins if r.plugin_id != BUILTIN_PLUGIN_ID],
         state=chat.state,
         scripted_from=scripted,
         warnings=warnings,

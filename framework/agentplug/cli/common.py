@@ -225,11 +225,14 @@ def command_gateway(
     writes state (``state``; otherwise an in-memory one, so listing commands never need the
     database). ``parts`` go to :class:`~agentplug.Gateway`."""
     from agentplug.gateway import Gateway
+    from agentplug.store.location import DEFAULT_STATE_DIR, state_location
 
     if not state and "store" not in parts:
         from agentplug.store import MemoryStore
 
         parts["store"] = MemoryStore()
+    if "state_dir" not in parts:  # the commands' state folder, which plugins may use too
+        parts["state_dir"] = state_location(config, default_dir=DEFAULT_STATE_DIR).state_dir
     gateway = Gateway(config, **parts)
     if plugins:
         gateway.host.load_installed(

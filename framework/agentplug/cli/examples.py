@@ -61,6 +61,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "agentplug chat --model ollama/llama3.2",
         "agentplug chat --trace",
     ),
+    "sessions list": ("agentplug sessions list", "agentplug sessions list --json"),
+    "sessions show": (
+        "agentplug sessions show agent:main:chat:terminal",
+        "agentplug sessions show agent:main:chat:terminal --last 10 --json",
+    ),
+    "sessions reset": ("agentplug sessions reset agent:main:chat:terminal",),
     "mcp-proxy": ("agentplug mcp-proxy --config agentplug.toml --api-port 8732",),
     "serve": ("agentplug serve", "agentplug serve --port 0 --state-dir /var/lib/agentplug"),
     "plugin install": ("agentplug plugin install agentplug-audit-log",),

@@ -142,20 +142,16 @@ class HookApi:
         return decl is not None and self._host._gate(decl, self.plugin_id) is None
 
     def note(self, text: str) -> None:
-        """Tell the operator something this plugin does beyond its hooks, once, in one line
-        (``"writes one line per hook call to /var/log/audit.jsonl"``): ``agentplug chat``'s
-        banner, ``agentplug plugins`` and ``agentplug doctor`` show it."""
+        """Tell the operator, in one line, what this plugin does beyond its hooks (a file
+        it writes): ``agentplug chat``, ``plugins`` and ``doctor`` show it."""
         line = " ".join(printable(str(text)).split())[:MAX_NOTE_CHARS]
         if line and line not in self._record.notes:
             self._record.notes.append(line)
 
     def warn_deprecated(self, old: str, new: str) -> None:
         """Warn once that this plugin uses ``old``, naming ``new``."""
-        self._host.warn_once(
-            self._record,
-            old,
-            f"plugin {self.plugin_id!r} uses deprecated {old}; use {new} instead",
-        )
+        message = f"plugin {self.plugin_id!r} uses deprecated {old}; use {new} instead"
+        self._host.warn_once(self._record, old, message)
 
     def __getattr__(self, name: str) -> Any:
         if name in _GATEWAY_API:
@@ -380,17 +376,12 @@ class HookHost(HookDispatcher):
         any plugin code is imported. A plugin that fails (import error, bad signature,
         unknown hook, failing ``register``) is recorded in :attr:`load_errors` with its
         id and cause; the others still load (``$AGENTPLUG_DISABLE_PLUGINS`` loads none).
-        ``before_import(plugin_id)`` runs before a
-        plugin's code is imported (a gateway's plugin sources put an ejected copy first).
-        """
-        from agentplug.core.loader import (
-            ENTRY_POINT_GROUP,
-            HOOKSPEC_GROUP,
-            discover,
-            installed_plugins_disabled,
-        )
+        ``before_import(plugin_id)`` runs before a plugin's code is imported (a gateway's
+        plugin sources put an ejected copy first)."""
+        from agentplug.core import loader
+        from agentplug.core.loader import ENTRY_POINT_GROUP, HOOKSPEC_GROUP, discover
 
-        if installed_plugins_disabled():  # the one switch: $AGENTPLUG_DISABLE_PLUGINS
+        if loader.installed_plugins_disabled():  # the one switch: $AGENTPLUG_DISABLE_PLUGINS
             return []
         for spec in discover(HOOKSPEC_GROUP, use_cache=use_cache, cache_dir=cache_dir):
             if spec.name in self._hookspec_sources:
@@ -603,6 +594,5 @@ class HookHost(HookDispatcher):
         remember_overrun(handler.plugin_id, handler.hook, elapsed_s, handler.budget)
 
 
+# Transitional name inside the framework (the public agentplug.PluginHost is the gateway's).
 PluginHost = HookHost
-"""Transitional name inside the framework (the public ``agentplug.PluginHost`` is the
-gateway's host); modules below the gateway move to :class:`HookHost`."""

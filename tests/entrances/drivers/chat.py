@@ -1,6 +1,6 @@
 """``agentplug chat``: a real subprocess, driven through its stdin and stdout.
 
-One ``agentplug chat --trace`` runs for all the cells of a rule module: each cell types
+One ``agentplug chat --json`` runs for all the cells of a rule module: each cell types
 one line (an instruction for the matrix model), answers the approval prompt if one
 appears (or lets it time out), and reads the turn's JSON lines up to the ``{"turn": ...}``
 summary. The client here is the person at the terminal: what they read is everything the
@@ -69,6 +69,7 @@ class Terminal:
         stderr: Path,
         *,
         new_session: bool = False,
+        merge_stderr: bool = False,
     ) -> None:
         self.stderr_path = stderr
         with open(stderr, "wb") as err:
@@ -76,7 +77,7 @@ class Terminal:
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=err,
+                stderr=subprocess.STDOUT if merge_stderr else err,
                 env=env,
                 cwd=cwd,
                 start_new_session=new_session,
@@ -167,7 +168,7 @@ def json_rows(text: str) -> list[dict[str, Any]]:
 
 
 class ChatEntrance(Entrance):
-    """``agentplug chat --trace`` (see the module docstring)."""
+    """``agentplug chat --json`` (see the module docstring)."""
 
     name = "chat"
 
@@ -176,10 +177,11 @@ class ChatEntrance(Entrance):
         config = folder / "agentplug.json"
         config.write_text(json.dumps(matrix_config(self.logs.folder)), encoding="utf-8")
         self.terminal = Terminal(
-            [*agentplug_command(), "chat", "--trace", "--config", str(config)],
+            [*agentplug_command(), "chat", "--json", "--config", str(config)],
             subprocess_env(site, folder),
             folder,
             folder / "stderr.txt",
+            merge_stderr=True,  # --json keeps the approval prompts on stderr
         )
 
     def _turn(self, line: str, answer: Answer) -> tuple[Observed, list[dict[str, Any]]]:

@@ -13,7 +13,6 @@ is not checked here: only that provider knows its options.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from agentplug.agent.providers import SHIPPED_PROVIDERS
+from agentplug.config.suggest import closest
 
 __all__ = [
     "OpenAIOptions",
@@ -87,7 +87,7 @@ def provider_option_problems(provider: str, options: Any) -> list[tuple[str, str
     relative to that section); empty when the provider is not a shipped one."""
     model = options_model(provider)
     if model is None:
-        close = difflib.get_close_matches(provider, SHIPPED_PROVIDERS, n=1, cutoff=0.8)
+        close = closest(provider, SHIPPED_PROVIDERS, cutoff=0.8)
         if close and not _installed(provider):
             return [
                 (
@@ -107,7 +107,7 @@ def provider_option_problems(provider: str, options: Any) -> list[tuple[str, str
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"])
             if err["type"] == "extra_forbidden":
-                close = difflib.get_close_matches(str(err["loc"][0]), known, n=1, cutoff=0.6)
+                close = closest(str(err["loc"][0]), known)
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 options_list = ", ".join(known)
                 problem = f"unknown option of provider {provider}; {hint}(options: {options_list})"
