@@ -1,4 +1,5 @@
-"""The turn runner's overhead: one turn with 10 plugins vs the same turn with none.
+"""The turn runner's overhead: one turn with 10 plugins vs the same turn with none, and
+the streamed and parallel-tool variants of the turn with 10 plugins against the plain one.
 
 A turn is a whole ``AgentRunner.run_turn``: the prompt hooks, two model calls of a
 scripted in-process provider (a tool call, then the reply), one no-op tool through the
@@ -14,6 +15,12 @@ a tool, the sub-agent's own turn answers (its own hooks, session and transcript)
 model replies: three model calls and two turns, against the plain turn above (two model
 calls, one no-op tool), both on a gateway without plugins and with the 10 plugins.
 
+Two variants run on the 10-plugin host, interleaved with the plain turn and reported as a
+ratio to it: a **streamed** turn (``runner.stream``, every event consumed; the reply comes
+in five deltas, and since the plugins implement ``message_sending`` the text goes out as
+a block through the delivery hooks) and a turn whose first response asks for **4 tool
+calls** at once (gated in call order, run side by side, answered in call order).
+
 Usage: ``python bench/bench_agent.py [--quick]``; importable as ``run(quick=False)``.
 """
 
@@ -24,10 +31,18 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agentplug import Gateway, PluginApi, PluginHost
-from agentplug.agent import AgentRunner, ModelRequest, ModelResponse, ToolCall
+from agentplug.agent import (
+    AgentRunner,
+    FinalReply,
+    ModelDelta,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+)
 
 TARGET_ADDED_MS = 1.0
 HOOKS = (
@@ -43,18 +58,30 @@ HOOKS = (
 
 
 class LoopProvider:
-    """Odd calls ask for the no-op tool, even calls reply."""
+    """Odd calls ask for the no-op tool (``tools`` calls of it), even calls reply."""
 
     name = "scripted"
 
-    def __init__(self) -> None:
+    def __init__(self, tools: int = 1) -> None:
         self.calls = 0
+        self.tools = tools
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.calls += 1
         if self.calls % 2:
-            return ModelResponse(tool_calls=[ToolCall("c1", "noop", {})])
-        return ModelResponse(text="done", usage={"completion_tokens": 1})
+            calls = [ToolCall(f"c{i}", "noop", {}) for i in range(self.tools)]
+            return ModelResponse(tool_calls=calls)
+        return ModelResponse(text=REPLY, usage={"completion_tokens": 5})
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelDelta | ModelResponse]:
+        """The same response, its text in word deltas."""
+        response = await self.complete(request)
+        for word in response.text.split(" "):
+            yield ModelDelta(word + " ")
+        yield response
+
+
+REPLY = "the job is done now"
 
 
 def _plugin(index: int) -> Any:
@@ -65,31 +92,49 @@ def _plugin(index: int) -> Any:
     return register
 
 
-def _runner(plugins: int) -> AgentRunner:
+def _runner(plugins: int, tools: int = 1) -> AgentRunner:
     host = PluginHost()
     for index in range(plugins):
         host.register(_plugin(index), f"plugin-{index}")
-    runner = AgentRunner(host, LoopProvider(), config={"tools": {"actions": False}})
+    runner = AgentRunner(host, LoopProvider(tools), config={"tools": {"actions": False}})
+
     runner.tools.add_python(lambda: "ok", name="noop", description="Do nothing.")
     runner.channel = lambda payload: None
     return runner
 
 
+async def _streamed(runner: AgentRunner, session_key: str) -> str:
+    status = ""
+    async for event in runner.stream("hi", session_key=session_key):
+        if isinstance(event, FinalReply):
+            status = event.status
+    return status
+
+
 async def _measure(turns: int) -> dict[str, Any]:
     bare, loaded = _runner(0), _runner(10)
-    for runner in (bare, loaded):  # warm-up
+    streamed, parallel = _runner(10), _runner(10, tools=4)
+    for runner in (bare, loaded, parallel):  # warm-up
         for i in range(20):
             await runner.run_turn("hi", session_key=f"warm-{i}")
-    samples: dict[str, list[float]] = {"bare": [], "loaded": []}
+    for i in range(20):
+        await _streamed(streamed, f"warm-{i}")
+    samples: dict[str, list[float]] = {"bare": [], "loaded": [], "streamed": [], "parallel": []}
     clock = time.perf_counter
     for i in range(turns):
-        for name, runner in (("bare", bare), ("loaded", loaded)):
+        for name, runner in (("bare", bare), ("loaded", loaded), ("parallel", parallel)):
             started = clock()
             result = await runner.run_turn("hi", session_key=f"s-{i}")
             samples[name].append(clock() - started)
             assert result.status == "replied", result.error
+        started = clock()
+        status = await _streamed(streamed, f"s-{i}")
+        samples["streamed"].append(clock() - started)
+        assert status == "replied", status
     bare_ms = statistics.median(samples["bare"]) * 1000
     loaded_ms = statistics.median(samples["loaded"]) * 1000
+    streamed_ms = statistics.median(samples["streamed"]) * 1000
+    parallel_ms = statistics.median(samples["parallel"]) * 1000
     added = loaded_ms - bare_ms
     return {
         "turns": turns,
@@ -101,6 +146,10 @@ async def _measure(turns: int) -> dict[str, Any]:
         "ratio": round(loaded_ms / bare_ms, 3) if bare_ms else None,
         "target_added_ms": TARGET_ADDED_MS,
         "meets_target": added <= TARGET_ADDED_MS,
+        "streamed_ms": round(streamed_ms, 3),
+        "streamed_ratio": round(streamed_ms / loaded_ms, 3) if loaded_ms else None,
+        "parallel4_ms": round(parallel_ms, 3),
+        "parallel4_ratio": round(parallel_ms / loaded_ms, 3) if loaded_ms else None,
     }
 
 
@@ -188,6 +237,10 @@ def format_table(result: dict[str, Any]) -> str:
             f"{result['plugins_ms']:.3f} ms",
             f"  added per turn:                    {result['added_ms']:.3f} ms "
             f"({result['ratio']:.2f}x)  target <= {result['target_added_ms']:.1f} ms {verdict}",
+            f"  streamed (10 plugins, 5 deltas):   {result['streamed_ms']:.3f} ms "
+            f"({result['streamed_ratio']:.2f}x the plain turn)",
+            f"  4 parallel tool calls (10 plugins): {result['parallel4_ms']:.3f} ms "
+            f"({result['parallel4_ratio']:.2f}x the plain turn)",
             *_subagent_lines(result.get("subagent")),
         ]
     )

@@ -261,6 +261,17 @@ def _summary_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, st
                     "",
                 )
             )
+        if "streamed_ms" in r:
+            rows.append(
+                (
+                    "agent",
+                    "streamed turn / 4 parallel tool calls vs the plain turn (10 plugins)",
+                    f"{r['streamed_ms']:.3f} / {r['parallel4_ms']:.3f} vs "
+                    f"{r['plugins_ms']:.3f} ms: {r['streamed_ratio']:.2f}x / "
+                    f"{r['parallel4_ratio']:.2f}x",
+                    "",
+                )
+            )
     rows += _store_rows(results.get("bench_store", {}))
     rows += _bounds_rows(results.get("bench_bounds", {}))
     rows += capacity_rows(results)

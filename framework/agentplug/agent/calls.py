@@ -253,17 +253,19 @@ async def _attempt(
     await host.hooks.model_call_started(base, scope.ctx)
     what = f"model call to {name}/{request.model}"
     seconds, late = _late(scope, what, scope.deadline - time.monotonic())
-    streamed = sink is not None and callable(getattr(provider, "stream", None))
-    span = spans.model_span(
-        spans.tracer_of(host),
-        name,
-        request.model,
-        conversation_id=scope.conversation_id,
-        stream=streamed,
-        json_output=request.output_schema is not None,
-        purpose=purpose,
-        in_process=name == "scripted",
-    )
+    tracer = spans.tracer_of(host)
+    span = None
+    if tracer is not None:
+        span = spans.model_span(
+            tracer,
+            name,
+            request.model,
+            conversation_id=scope.conversation_id,
+            stream=sink is not None and callable(getattr(provider, "stream", None)),
+            json_output=request.output_schema is not None,
+            purpose=purpose,
+            in_process=name == "scripted",
+        )
     started = time.perf_counter()
     outcome, error = "ok", None
     response: ModelResponse | None = None
@@ -291,8 +293,10 @@ async def _attempt(
         await host.hooks.model_call_ended(ended, scope.ctx)
         if response is not None:
             usage = usage_of(response.usage, request.messages, _output_chars(response))
-            spans.set_response(span, response, usage)
-        spans.end_span(span, None if error is None else _error_type(error, outcome))
+        if span is not None:
+            if response is not None:
+                spans.set_response(span, response, usage)
+            spans.end_span(span, None if error is None else _error_type(error, outcome))
         trace = current_trace()
         if trace is not None:
             trace.add(

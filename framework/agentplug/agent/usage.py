@@ -228,7 +228,9 @@ class UsageLedger:
 
     def summary(self) -> TurnUsage:
         """The turn's usage as ``TurnResult.usage`` holds it."""
-        return TurnUsage(
+        # model_construct: the values are the ledger's own, already checked (a turn pays
+        # for no validation here).
+        return TurnUsage.model_construct(
             input_tokens=self.total.input_tokens,
             output_tokens=self.total.output_tokens,
             total_tokens=self.total.total_tokens,
