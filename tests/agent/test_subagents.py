@@ -517,3 +517,30 @@ def test_a_subagent_on_the_openai_server_gets_its_prompt_and_task(server: ChatSe
         {"role": "user", "content": "what is the answer?"},
     ]
     assert len(scripted.requests) == 2  # the parent's two calls only
+
+
+def test_the_childs_usage_rolls_up_into_the_parents_turn() -> None:
+    runner, _ = make_runner(
+        [_ask("researcher", "find the VAT rate"), "VAT is 21 %.", "The VAT rate is 21 %."],
+        agent=_subagents(researcher=RESEARCHER),
+    )
+    result = run(runner.run_turn("what is the VAT rate?", session_key="s1"))
+    (spawned,) = result.subagents
+    assert spawned.usage is not None and spawned.usage["total_tokens"] > 0
+    (rolled,) = [c for c in result.usage.calls if c["purpose"] == "subagent"]
+    assert (rolled["model"], rolled["total_tokens"]) == (
+        "researcher",
+        spawned.usage["total_tokens"],
+    )
+    own = sum(c["total_tokens"] for c in result.usage.calls if c["purpose"] != "subagent")
+    assert result.usage.total_tokens == own + spawned.usage["total_tokens"]
+    assert result.usage.model_calls == 2 + spawned.usage["model_calls"]
+
+
+def test_a_turn_token_limit_counts_the_childs_tokens() -> None:
+    runner, _ = make_runner(
+        [_ask("researcher", "find it"), "x " * 400, "never asked"],
+        agent={**_subagents(researcher=RESEARCHER), "limits": {"tokens_per_turn": 150}},
+    )
+    result = run(runner.run_turn("go", session_key="s1"))
+    assert result.status == "usage_limit" and "tokens_per_turn" in (result.error or "")
