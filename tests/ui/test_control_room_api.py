@@ -254,9 +254,11 @@ def test_a_streamed_turn_says_its_run_id_first_and_its_result_last(server: UiSer
         frames = [line for line in stream.iter_lines() if line.startswith(("event:", "data:"))]
     kinds = [f[6:].strip() for f in frames if f.startswith("event:")]
     data = [json.loads(f[5:]) for f in frames if f.startswith("data:")]
-    assert kinds == ["started", "final"]
-    assert data[1]["run_id"] == data[0]["run_id"] and data[1]["reply"] == "one"
-    assert "transcript" not in data[1]
+    assert kinds[0] == "started" and kinds[-1] == "final" and "final" not in kinds[:-1]
+    started, final = data[0], data[-1]
+    assert final["run_id"] == started["run_id"] and final["reply"] == "one"
+    assert "".join(d["text"] for k, d in zip(kinds, data, strict=True) if k == "delta") == "one"
+    assert "transcript" not in final
 
 
 # -- confidential reasons ----------------------------------------------------------------

@@ -342,17 +342,20 @@ class AgentRunner:
         *,
         session_key: str | None = None,
         signal: AbortSignal | None = None,
+        run_id: str | None = None,
         output_type: Any = None,
         output_retries: int = 2,
     ) -> AsyncIterator[StreamEvent]:
         """The turn as events (:mod:`~agentplug.agent.streaming`), ``FinalReply`` last:
         of an inbound message (``handle_inbound``), or of a routed text with
-        ``session_key`` (``run_turn``). Closing the iterator early cancels the turn."""
+        ``session_key`` (``run_turn``); ``run_id`` names the turn. Closing the iterator
+        early cancels the turn."""
         return stream_of(
             self,
             message,
             session_key=session_key,
             signal=signal,
+            run_id=run_id,
             output_type=output_type,
             output_retries=output_retries,
         )
@@ -560,6 +563,10 @@ class AgentRunner:
         return result
 
     async def _phases(self, turn: Turn) -> None:
+        def write(role: str, content: str) -> Any:
+            message = {"role": role, "content": content}
+            return write_message(self.host, turn.session, message, turn.tool_ctx)
+
         await prompt.start_session(turn)
         await prompt.build_prompt(turn)
         await prompt.heartbeat(turn)  # before the guard: a run guard sees heartbeat context
@@ -567,24 +574,11 @@ class AgentRunner:
         if not await prompt.guard(turn):
             return
         if await prompt.claim_reply(turn):
-            write_message(
-                self.host,
-                turn.session,
-                {"role": "user", "content": turn.user_prompt},
-                turn.tool_ctx,
-            )
+            write("user", turn.user_prompt)
             if turn.reply:
-                write_message(
-                    self.host,
-                    turn.session,
-                    {"role": "assistant", "content": turn.reply},
-                    turn.tool_ctx,
-                )
+                write("assistant", turn.reply)
             return
-        written = write_message(
-            self.host, turn.session, {"role": "user", "content": turn.user_prompt}, turn.tool_ctx
-        )
-        if written is not None:
+        if write("user", turn.user_prompt) is not None:
             turn.user_index = len(turn.session.messages) - 1
         await model_loop(turn)
 

@@ -356,6 +356,7 @@ def stream_of(
     signal: AbortSignal | None,
     output_type: Any,
     output_retries: int,
+    run_id: str | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """What :meth:`~agentplug.agent.AgentRunner.stream` returns: the turn of a routed
     text (``session_key`` given: ``run_turn``) or of an inbound message
@@ -369,6 +370,7 @@ def stream_of(
                 message,
                 session_key=session_key,
                 signal=stop,
+                run_id=run_id,
                 on_event=on_event,
                 output_type=output_type,
                 output_retries=output_retries,
@@ -381,6 +383,7 @@ def stream_of(
             run: Awaitable[TurnResult] = runner.handle_inbound(
                 message,
                 signal=stop,
+                run_id=run_id,
                 on_event=on_event,
                 output_type=output_type,
                 output_retries=output_retries,
