@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
 from agentplug_hookspecs.common import AgentContext, MessageContext, ThreadId
 from agentplug_hookspecs.tools import ToolContext
@@ -135,7 +135,7 @@ class TurnResult(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _keep_trace(cls, data: Any, handler: ModelWrapValidatorHandler[TurnResult]) -> TurnResult:
+    def _keep_trace(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         # ``trace`` (a TurnTrace, or entries already as dicts) is kept as given and turned
         # into JSON when first read: most callers never read it.
         steps = None
