@@ -14,6 +14,7 @@ from agentplug.agent import ModelRequest, ModelResponse, ScriptedProvider
 from agentplug.agent.sessions import UnknownSession
 from agentplug.core.redaction import register_secret
 
+from tests.agent.chat_server import chat_server
 from tests.agent.conftest import Recorder, make_runner, run
 
 
@@ -32,6 +33,30 @@ def test_a_session_outlives_its_gateway_in_the_state_directory(tmp_path: Path) -
     run(second.aclose())
     contents = [m["content"] for m in provider.requests[0].messages]
     assert contents == ["I am Ana", "Nice to meet you, Ana.", "what is my name?"]
+
+
+def test_a_stored_session_is_what_an_openai_compatible_server_reads_next(
+    tmp_path: Path,
+) -> None:
+    with chat_server() as server:
+        server.reply("Nice to meet you, Ana.")
+        server.reply("Your name is Ana.")
+        agent = {
+            "model": "openai/m",
+            "providers": {"openai": {"base_url": server.base_url}},
+            "tools": {"actions": False},
+        }
+        for text in ("I am Ana", "what is my name?"):  # a new gateway for each turn
+            gateway = Gateway.from_config({"agent": agent}, state_dir=tmp_path)
+            result = run(gateway.runner.run_turn(text, session_key="s1"))
+            run(gateway.aclose())
+            assert result.status == "replied", result.error
+        sent = server.requests[-1]["body"]["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("user", "I am Ana"),
+        ("assistant", "Nice to meet you, Ana."),
+        ("user", "what is my name?"),
+    ]
 
 
 def test_reset_fires_before_reset_then_session_end_then_session_start() -> None:
