@@ -86,7 +86,22 @@ def test_a_trace_past_the_bound_is_cut_and_marked() -> None:
     try:
         turnlog.MAX_TRACE_ENTRIES = 3
         run(runner.run_turn("x", session_key="s1"))
+        (row,) = runner.turn_log.recent()  # the trace is cut when the row is first read
     finally:
         turnlog.MAX_TRACE_ENTRIES = limit
-    (row,) = runner.turn_log.recent()
     assert len(row["trace"]) == 3 and row["trace_truncated"] is True
+
+
+def test_the_log_keeps_the_latest_finished_turns_and_every_running_one() -> None:
+    from agentplug.agent.turnlog import TurnLog
+
+    runner, _ = make_runner(["a", "b", "c", "d"])
+    log = TurnLog(keep=2)
+    runner.turn_log = log
+    log.started("still-running", "s0")
+    for index in range(4):
+        run(runner.run_turn(f"turn {index}", session_key=f"s{index + 1}"))
+    rows = log.recent(10)
+    assert [r["session_key"] for r in rows] == ["s4", "s3", "s0"]
+    assert rows[-1]["status"] == "running"
+    assert all(r["trace"] for r in rows[:2])  # built on this read, for the kept ones

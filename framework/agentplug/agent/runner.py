@@ -382,7 +382,7 @@ class AgentRunner:
             delivery=_scrubbed(delivery),
             trace=trace,
         )
-        self.turn_log.ended(result, agent_id=self.agent_id)
+        self.turn_log.ended(result, agent_id=self.agent_id, trace=trace)
         return result
 
     def _message_ctx(
@@ -559,7 +559,7 @@ class AgentRunner:
             usage=usage,
             output=turn.output_value if success else None,
         )
-        self.turn_log.ended(result, agent_id=self.agent_id)
+        self.turn_log.ended(result, agent_id=self.agent_id, trace=turn.trace)
         return result
 
     async def _phases(self, turn: Turn) -> None:
