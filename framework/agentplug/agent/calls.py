@@ -160,15 +160,18 @@ async def abortable(signal: AbortSignal, awaitable: Awaitable[T]) -> T:
     if signal.aborted:
         task.cancel()
         raise TurnCancelled(str(signal.reason))
-    waiter = asyncio.ensure_future(signal.wait())
+    # The abort cancels the task from whichever thread aborts (no waiter task per call).
+    loop = asyncio.get_running_loop()
+    forget = signal.add_callback(lambda _signal: loop.call_soon_threadsafe(task.cancel))
     try:
-        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        return await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if signal.aborted and (current is None or not current.cancelling()):
+            raise TurnCancelled(str(signal.reason or "cancelled")) from None
+        raise  # the caller itself is being cancelled
     finally:
-        waiter.cancel()
-    if task not in done:
-        task.cancel()
-        raise TurnCancelled(str(signal.reason or "cancelled"))
-    return task.result()
+        forget()
 
 
 async def _bounded(awaitable: Awaitable[T], seconds: float, late: ProviderError) -> T:
