@@ -247,11 +247,13 @@ def test_a_crash_right_after_the_claim_commit_loses_none_of_the_claimed_injectio
             PLUGIN, _session(0), f"t{i}", idempotency_key=f"k{i}"
         )
     store.close()
-    proc = _drainer(url, tmp_path / "crash.log", 300, "crash-after-claim")
+    # A lease long enough that a loaded machine still checks it before it ends.
+    lease_s = 5.0
+    proc = _drainer(url, tmp_path / "crash.log", int(lease_s * 1000), "crash-after-claim")
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert _drain_all(url) == []  # still leased to the dead turn
-    time.sleep(0.6)
+    time.sleep(lease_s + 0.3)
     assert sorted(_drain_all(url)) == [f"k{i}" for i in range(5)]  # 5 of 5 come back
 
 

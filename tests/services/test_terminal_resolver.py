@@ -9,6 +9,7 @@ import contextlib
 import io
 import queue
 import threading
+import time
 from typing import Any
 
 from agentplug.services.approvals import PendingApproval, TerminalResolver
@@ -53,10 +54,17 @@ async def _abandon(task: Any) -> None:
         await task
 
 
-async def _typed_while_no_prompt_waits(keyboard: Keyboard, line: str) -> None:
+async def _typed_while_no_prompt_waits(
+    keyboard: Keyboard, line: str, resolver: TerminalResolver
+) -> None:
     keyboard.type(line)
     await asyncio.to_thread(keyboard.taken.wait, WAIT_S)
-    await asyncio.sleep(0.05)  # let the reader thread finish with the line
+    # Wait until the reader thread has set the line aside (no fixed sleep: a loaded
+    # machine may run the thread late); a rule that never holds fails at the bound.
+    deadline = time.monotonic() + WAIT_S
+    while not resolver._unclaimed:
+        assert time.monotonic() < deadline, "the typed line was never set aside"
+        await asyncio.sleep(0.005)
 
 
 def test_a_prompt_decided_elsewhere_says_who_decided() -> None:
@@ -95,7 +103,7 @@ def test_a_line_typed_after_a_prompt_went_away_is_the_next_message() -> None:
 
     async def scenario() -> str | None:
         await _abandon(await _prompted(resolver, out, "ap1-ccc"))
-        await _typed_while_no_prompt_waits(keyboard, "what about tomorrow?")
+        await _typed_while_no_prompt_waits(keyboard, "what about tomorrow?", resolver)
         return await asyncio.wait_for(resolver.read_line(), WAIT_S)
 
     assert asyncio.run(scenario()) == "what about tomorrow?\n"
@@ -107,7 +115,7 @@ def test_a_line_typed_while_no_prompt_waited_never_answers_the_next_approval() -
 
     async def scenario() -> tuple[str, str | None]:
         await _abandon(await _prompted(resolver, out, "ap1-ddd"))
-        await _typed_while_no_prompt_waits(keyboard, "o")  # looks like an answer
+        await _typed_while_no_prompt_waits(keyboard, "o", resolver)  # like an answer
         second = await _prompted(resolver, out, "ap1-eee")
         keyboard.type("d")
         decision: str = await asyncio.wait_for(second, WAIT_S)

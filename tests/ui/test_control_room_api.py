@@ -176,6 +176,22 @@ def test_the_feed_opens_with_the_inbox_and_tells_each_turn_s_start_and_end(
     assert ended["run_id"] == turn["run_id"] and ended["trace"] == turn["trace"]
 
 
+def test_an_event_published_while_the_inbox_is_read_comes_after_the_inbox(
+    server: UiServer,
+) -> None:
+    hub = server.app.state.api.events
+    read_inbox = hub._snapshot
+
+    async def slow_inbox() -> Any:
+        hub.publish("turn_started", {"run_id": "run-early"})  # a turn starts meanwhile
+        return await read_inbox()
+
+    hub._snapshot = slow_inbox
+    seen = _events(server, 2)
+    assert [kind for kind, _ in seen] == ["approvals", "turn_started"]
+    assert seen[1][1]["run_id"] == "run-early"
+
+
 async def _streams(server: UiServer) -> int:
     return int(server.app.state.api.events.streams)
 

@@ -94,7 +94,15 @@ class EventHub:
         except StateStoreUnavailable as exc:
             self._queues.discard(queue)
             return error_response(503, f"cannot read the approvals: {exc}")
-        queue.put_nowait(("approvals", snapshot))
+        # The stream opens with the inbox: what was published while the snapshot was
+        # read (a turn's start) goes after it, nothing in between is lost.
+        early = [queue.get_nowait() for _ in range(queue.qsize())]
+        for item in [("approvals", snapshot), *early]:
+            try:
+                queue.put_nowait(item)
+            except asyncio.QueueFull:
+                self._end(queue)
+                break
         return StreamingResponse(
             self._frames(queue), media_type="text/event-stream", headers=SSE_HEADERS
         )
