@@ -23,9 +23,13 @@ class Keyboard(io.TextIOBase):
     def __init__(self) -> None:
         self.lines: queue.Queue[str] = queue.Queue()
         self.taken = threading.Event()
+        self.reading = threading.Event()
+        """Set while the resolver's reader thread waits in :meth:`readline`."""
 
     def readline(self, size: int | None = -1) -> str:
+        self.reading.set()
         line = self.lines.get()
+        self.reading.clear()
         self.taken.set()
         return line
 
@@ -51,6 +55,12 @@ async def _abandon(task: Any) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def _reading(keyboard: Keyboard) -> None:
+    """Wait until the reader thread waits for a line (it reads only while a prompt or a
+    message read waits, so a line typed before it reads goes to whoever asks next)."""
+    assert await asyncio.to_thread(keyboard.reading.wait, WAIT_S)
 
 
 async def _typed_while_no_prompt_waits(
@@ -103,7 +113,9 @@ def test_a_line_typed_after_a_prompt_went_away_is_the_next_message() -> None:
     resolver = TerminalResolver(keyboard, out)
 
     async def scenario() -> str | None:
-        await _abandon(await _prompted(resolver, out, "ap1-ccc"))
+        prompt = await _prompted(resolver, out, "ap1-ccc")
+        await _reading(keyboard)
+        await _abandon(prompt)
         await _typed_while_no_prompt_waits(keyboard, "what about tomorrow?", resolver)
         return await asyncio.wait_for(resolver.read_line(), WAIT_S)
 
@@ -115,7 +127,9 @@ def test_a_line_typed_while_no_prompt_waited_never_answers_the_next_approval() -
     resolver = TerminalResolver(keyboard, out)
 
     async def scenario() -> tuple[str, str | None]:
-        await _abandon(await _prompted(resolver, out, "ap1-ddd"))
+        prompt = await _prompted(resolver, out, "ap1-ddd")
+        await _reading(keyboard)
+        await _abandon(prompt)
         await _typed_while_no_prompt_waits(keyboard, "o", resolver)  # like an answer
         second = await _prompted(resolver, out, "ap1-eee")
         keyboard.type("d")
