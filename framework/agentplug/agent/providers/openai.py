@@ -282,10 +282,7 @@ class OpenAIProvider:
         try:
             return await awaitable
         except _Undecodable as exc:
-            raise ProviderError(
-                f"openai provider: {url} sent a body that cannot be decoded: {exc}",
-                kind="malformed",
-            ) from None
+            raise _undecodable(url, exc) from None
         except _TooLarge:
             raise self._too_large(self.url, limit) from None
         except _Late:
@@ -293,11 +290,7 @@ class OpenAIProvider:
         except httpx.TimeoutException:
             raise self._timeout() from None
         except httpx.HTTPError as exc:
-            raise ProviderError(
-                f"openai provider: cannot reach {url} ({type(exc).__name__}); check "
-                "agent.providers.openai.base_url and that the server runs",
-                kind="connection",
-            ) from None
+            raise _unreachable(url, exc) from None
 
     def _too_large(self, url: str, limit: int) -> ProviderError:
         return ProviderError(
@@ -353,10 +346,7 @@ class OpenAIProvider:
                 else:
                     data = await _read_body(response, limit)
         except _Undecodable as exc:
-            raise ProviderError(
-                f"openai provider: {url} sent a body that cannot be decoded: {exc}",
-                kind="malformed",
-            ) from None
+            raise _undecodable(url, exc) from None
         except _TooLarge:
             raise self._too_large(url, limit) from None
         except (TimeoutError, httpx.TimeoutException) as exc:
@@ -364,15 +354,25 @@ class OpenAIProvider:
                 raise
             raise self._timeout() from None
         except httpx.HTTPError as exc:
-            raise ProviderError(
-                f"openai provider: cannot reach {url} ({type(exc).__name__}); check "
-                "agent.providers.openai.base_url and that the server runs",
-                kind="connection",
-            ) from None
+            raise _unreachable(url, exc) from None
         request_id = response.headers.get("x-request-id")
         if error_body is not None:
             raise self._http_error(status, error_body, response.headers)
         return self._parse(data, status, request_id, request)
+
+
+def _undecodable(url: str, exc: Exception) -> ProviderError:
+    return ProviderError(
+        f"openai provider: {url} sent a body that cannot be decoded: {exc}", kind="malformed"
+    )
+
+
+def _unreachable(url: str, exc: Exception) -> ProviderError:
+    return ProviderError(
+        f"openai provider: cannot reach {url} ({type(exc).__name__}); check "
+        "agent.providers.openai.base_url and that the server runs",
+        kind="connection",
+    )
 
 
 class _Late(Exception):
