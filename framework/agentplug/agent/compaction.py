@@ -35,7 +35,7 @@ from agentplug.agent.limits import bound_response
 from agentplug.agent.providers.base import ModelRequest
 from agentplug.agent.transcript import SessionRecord
 from agentplug.agent.turn import Turn, TurnCancelled
-from agentplug.agent.usage import UsageLimitReached
+from agentplug.agent.usage import UsageLimitReached, estimate_tokens_of
 from agentplug.services.toolresults import strip_details
 
 __all__ = [
@@ -61,13 +61,9 @@ _MAX_COUNT = 100_000_000  # a provider count past this is no real count: ignored
 
 
 def estimate_tokens(messages: Iterable[dict[str, Any]]) -> int:
-    """A cheap token estimate: characters of content and tool calls divided by four."""
-    total = 0
-    for message in strip_details(messages):
-        total += len(str(message.get("content") or ""))
-        if message.get("tool_calls"):
-            total += len(str(message["tool_calls"]))
-    return total // 4
+    """A cheap token estimate: characters of content and tool calls divided by four (the
+    estimate usage accounting makes of a call the provider reported nothing for)."""
+    return estimate_tokens_of(messages)
 
 
 def _count(usage: Mapping[str, Any], *keys: str) -> int | None:
