@@ -25,10 +25,13 @@ export function mountActions() {
   const detail = document.getElementById("action-detail");
   document.getElementById("action-new").addEventListener("click", () => edit(null, TEMPLATE));
   let selected = null;
+  let asked = 0; // the newest list request; an older one answering late is dropped
 
   async function refresh() {
+    const ask = ++asked;
     try {
       const answer = await api("/api/custom-actions");
+      if (ask !== asked) return;
       replace(
         list,
         answer.actions.length
@@ -53,7 +56,7 @@ export function mountActions() {
         answer.errors.map((e) => h("li", { class: "error", text: `entry ${e.index}: ${e.error}` })),
       );
     } catch (err) {
-      replace(list, h("li", { class: "error", text: err.message }));
+      if (ask === asked) replace(list, h("li", { class: "error", text: err.message }));
     }
   }
 
@@ -70,7 +73,13 @@ export function mountActions() {
     const run = h("button", { type: "button", text: "Test" });
     const output = h("pre", { class: "output", "aria-live": "polite" });
 
+    // One request at a time: a test run while a save is on its way would test the old
+    // definition, and the save's answer redraws this pane (its output with it).
+    const busy = (on) => {
+      for (const button of [save, remove, run]) if (button) button.disabled = on;
+    };
     const fail = (err) => {
+      busy(false);
       status.className = "error";
       status.textContent = err.message;
     };
@@ -82,11 +91,14 @@ export function mountActions() {
         fail(new Error(`not JSON: ${err.message}`));
         return;
       }
+      busy(true);
+      status.className = "";
+      status.textContent = id ? "Saving\u2026" : "Creating\u2026";
       try {
         const saved = id
           ? await api(path(id), { method: "PUT", body })
           : await api("/api/custom-actions", { method: "POST", body });
-        edit(saved.id || body.id, saved, "Saved and registered.");
+        edit(saved.id || body.id, saved, id ? "Saved and registered." : "Created and registered.");
       } catch (err) {
         fail(err);
       }
@@ -98,6 +110,7 @@ export function mountActions() {
           remove.textContent = "Confirm delete";
           return;
         }
+        busy(true);
         try {
           await api(path(id), { method: "DELETE" });
           selected = null;
@@ -117,12 +130,15 @@ export function mountActions() {
         return;
       }
       output.textContent = "running\u2026";
+      busy(true);
       try {
         const answer = await api(path(id, "/test"), { method: "POST", body: { params: values } });
         const took = Math.round(Number(answer.duration_ms));
         output.textContent = `${answer.ok ? "ok" : "failed"} in ${took} ms\n${answer.output}`;
       } catch (err) {
         output.textContent = err.message;
+      } finally {
+        busy(false);
       }
     });
     replace(
