@@ -6,9 +6,11 @@ one tool call, no plugins, memory store) and serves it with :func:`agentplug.api
 create_app` on uvicorn as ``agentplug serve`` does (127.0.0.1, access log off). 200
 clients (one ``httpx.AsyncClient`` each, one connection, a 60 s timeout; every answer is
 read, its status and ``status`` checked), each on its own session, post their next turn as
-soon as the last one answered. Over a window that opens once every client got an answer:
-turns/s, latency p50 / p99 as the clients see it (minus the model's own 100 ms), and the
-server process's CPU time per turn (``/proc/<pid>/stat``, user + system).
+soon as the last one answered, starting a new conversation every
+:data:`bench_concurrency.CONVERSATION_TURNS` turns as the baseline's sessions do (a
+turn's cost grows with its transcript). Over a window that opens once every client got an
+answer: turns/s, latency p50 / p99 as the clients see it (minus the model's own 100 ms),
+and the server process's CPU time per turn (``/proc/<pid>/stat``, user + system).
 
 The baseline, in the same run: the same 200 sessions calling
 ``gateway.runner.handle_inbound`` directly in a process of their own
@@ -39,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+import bench_concurrency  # noqa: E402
 import workload  # noqa: E402
 
 TARGET_RATIO = 1.5
@@ -92,11 +95,14 @@ async def _drive(port: int, token: str, pid: int, clients: int, window_s: float)
             timeout=httpx.Timeout(60.0),
             limits=httpx.Limits(max_connections=1),
         ) as http:
+            done = 0
             while not stop.is_set():
+                session = f"api-{index}-c{done // bench_concurrency.CONVERSATION_TURNS}"
+                done += 1
                 started = clock()
                 try:
                     answer = await http.post(
-                        f"/api/sessions/api-{index}/messages", json={"content": "hi"}
+                        f"/api/sessions/{session}/messages", json={"content": "hi"}
                     )
                     ok = answer.status_code == 200 and answer.json().get("status") == "replied"
                     if not ok:
@@ -162,8 +168,6 @@ def _api_run(clients: int, window_s: float) -> dict[str, Any]:
 
 
 def _runner_run(clients: int, window_s: float) -> dict[str, Any]:
-    import bench_concurrency
-
     settings = replace(bench_concurrency.Settings(), window_s=window_s)
     spec = json.dumps({"clients": clients, "window_s": settings.window_s})
     proc = subprocess.run(
@@ -179,8 +183,6 @@ def _runner_run(clients: int, window_s: float) -> dict[str, Any]:
 
 
 def _runner_child(spec: dict[str, Any]) -> dict[str, Any]:
-    import bench_concurrency
-
     settings = replace(bench_concurrency.Settings(), window_s=spec["window_s"], isolate=False)
     return asyncio.run(bench_concurrency.measure("saturation", spec["clients"], "none", settings))
 
