@@ -98,7 +98,8 @@ class SessionRoutes(ApiBase):
         finally:
             self.active_turns -= 1
         exclude = None if request.query_params.get("transcript") == "1" else {"transcript"}
-        return JSONResponse(result.model_dump(mode="json", exclude=exclude))
+        # Serialised by pydantic straight to bytes: no dict copy for ``json.dumps`` to walk.
+        return Response(result.model_dump_json(exclude=exclude), media_type="application/json")
 
     def _message_counts(self) -> dict[str, int]:
         transcripts = self.gateway.runner.transcripts
