@@ -8,9 +8,10 @@ fast restart cuts every connection), stops them all, waits for every injection l
 to run out, then checks the store against what each process logged as confirmed:
 
 * **no confirmed write lost**: every key write a process logged is in the store; every
-  turn logged as replied has its user message in the stored transcript; every injection
-  logged as enqueued was delivered by a turn, is marked delivered, or is still queued;
-  every approval decision a process logged stands in the store;
+  turn logged as replied has its user message in one of its lane's stored conversations
+  (and no turn was replied twice: a restarted gateway goes on where they end); every
+  injection logged as enqueued was delivered by a turn, is marked delivered, or is still
+  queued; every approval decision a process logged stands in the store;
 * **no injection delivered twice**: no idempotency key in two turns' prompts, none both
   delivered and still queued;
 * **no cron tick run twice or skipped**: every tick of the job started exactly once
@@ -46,7 +47,13 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import workload  # noqa: E402
-from fault_gateway import WRITES_NAMESPACE, session_keys, turn_text  # noqa: E402
+from fault_gateway import (  # noqa: E402
+    LANES_NAMESPACE,
+    WRITES_NAMESPACE,
+    lane_conversations,
+    session_keys,
+    turn_text,
+)
 
 GATEWAY = str(HERE / "fault_gateway.py")
 SETTLE_S = 2.0
@@ -247,6 +254,7 @@ def _parse(work: Path, nodes: list[str]) -> dict[str, list[list[str]]]:
 CHECKS = {
     "writes_lost": "confirmed key writes missing from the store",
     "turns_lost": "replied turns whose user message is not in the stored transcript",
+    "turns_twice": "turns of a lane replied twice (a restart did not go on where it ended)",
     "injections_lost": "confirmed injections neither delivered, marked delivered nor queued",
     "injections_twice": "injections in two turns' prompts, or delivered and still queued",
     "ticks_twice": "cron ticks started twice",
@@ -281,26 +289,36 @@ def check(
         puts = [parts[1] for parts in logged.get("put", [])]
         found["writes_lost"] = [key for key in puts if key not in stored]
         transcripts = StateStoreTranscripts(store)
+        lanes = [lane for node in nodes for lane in session_keys(node, s.sessions)]
+        stored_sessions = transcripts.keys()
+        # Every conversation a lane had, and the one it was on (it may have no turn yet).
+        conversations = {
+            lane: set(lane_conversations(stored_sessions, lane))
+            | {str(c) for c in [store.get(LANES_NAMESPACE, lane)] if c}
+            for lane in lanes
+        }
         texts: dict[str, set[str]] = {}
-        for node in nodes:
-            for session in session_keys(node, s.sessions):
-                record = transcripts.load(session)
-                texts[session] = {
-                    str(m.get("content"))
-                    for m in (record.messages if record else [])
-                    if m.get("role") == "user"
-                }
+        for lane in lanes:
+            records = [transcripts.load(key) for key in sorted(conversations[lane])]
+            texts[lane] = {
+                str(m.get("content"))
+                for record in records
+                for m in (record.messages if record else [])
+                if m.get("role") == "user"
+            }
         turns = logged.get("turn", [])
         found["turns_lost"] = [
             f"{p[1]}#{p[2]}" for p in turns if turn_text(p[1], int(p[2])) not in texts[p[1]]
         ]
+        replied = Counter(f"{p[1]}#{p[2]}" for p in turns)
+        found["turns_twice"] = sorted(turn for turn, n in replied.items() if n > 1)
         enqueued = {parts[1]: parts[2] for parts in logged.get("enqueued", [])}
         delivered = Counter(key for parts in logged.get("delivered", []) for key in parts[2:])
         gateway = Gateway(store=store)
+        queues = set().union(*conversations.values()) | {p[2] for p in logged.get("enqueued", [])}
         left = Counter(
             str(entry.get("idempotency_key"))
-            for node in nodes
-            for session in session_keys(node, s.sessions)
+            for session in sorted(queues)
             for entry in gateway.sessions.drain_injections(session)
         )
         found["injections_twice"] = sorted(
@@ -352,6 +370,7 @@ def check(
         ],
         "counts": {
             "turns_replied": len(turns),
+            "conversations": len(set().union(*conversations.values())),
             "turns_failed": len(logged.get("turn-failed", [])) + len(logged.get("turn-error", [])),
             "writes_confirmed": len(puts),
             "injections_enqueued": len(enqueued),

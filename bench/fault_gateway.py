@@ -5,15 +5,18 @@ PostgreSQL store that, until the stop file appears, does at once:
 
 * **turns**: one lane per session it owns (``<node>-s<i>``), each turn through
   ``gateway.runner.handle_inbound`` (the model of :mod:`workload`, one tool call); a turn
-  that replied logs ``turn <session> <k>`` (its transcript is saved: a confirmed write)
-  and ``delivered <session> <keys...>`` for the injections its prompt held;
+  that replied logs ``turn <lane> <k>`` (its transcript is saved: a confirmed write)
+  and ``delivered <lane> <keys...>`` for the injections its prompt held. A lane starts a
+  new conversation (:func:`conversation_key`) every :data:`CONVERSATION_TURNS` turns and
+  records it as the lane's current one in the store (:data:`LANES_NAMESPACE`);
 * **approvals asked**: one at a time, a ``web_search`` call through the tool-call gate,
   which a plugin puts behind an approval; logs ``woke <id> <allowed> <resolution> <t>``;
 * **approvals answered**: every 50 ms, each pending approval another gateway asked is
   decided ``allow-once`` (``resolve_pending``); logs ``decided <id> <at>`` when this
   process's decision is the one that stands, ``refused <id>`` when another's won;
-* **injections**: every 200 ms one next-turn injection into a random session of any
-  gateway, with a fresh idempotency key; logs ``enqueued <key> <session>`` once accepted;
+* **injections**: every 200 ms one next-turn injection into the current conversation of a
+  random lane of any gateway, with a fresh idempotency key; logs ``enqueued <key>
+  <session>`` once accepted;
 * **writes**: every 100 ms a key put in the store; logs ``put <key>`` once confirmed;
 * **cron**: a ``ClusterCron`` job ``beat``; each run logs ``start <tick>`` and ``end <tick>``.
 
@@ -46,6 +49,13 @@ from agentplug.store import open_store_url  # noqa: E402
 
 WRITES_NAMESPACE = "bench.writes"
 INJECTING_PLUGIN = "wf"
+LANES_NAMESPACE = "bench.lanes"
+"""Each lane's current conversation (the session key its turns go to now)."""
+CONVERSATION_TURNS = 20
+"""Turns of one conversation. A turn's CPU cost grows with its transcript (the history
+is handed to every hook, sent to the model and stored whole; docs/scaling.md); at a turn
+every ~150 ms an endless conversation reaches thousands of messages within the run, and
+the event loops would be measuring that growth instead of the cluster."""
 
 
 class Log:
@@ -61,6 +71,16 @@ class Log:
 def session_keys(node: str, count: int) -> list[str]:
     """The sessions ``node`` runs turns for."""
     return [f"{node}-s{i}" for i in range(count)]
+
+
+def conversation_key(lane: str, k: int) -> str:
+    """The session key turn ``k`` of ``lane`` goes to."""
+    return f"{lane}-c{k // CONVERSATION_TURNS}"
+
+
+def lane_conversations(keys: list[str], lane: str) -> list[str]:
+    """The conversations of ``lane`` among the session ``keys``."""
+    return [key for key in keys if key.startswith(f"{lane}-c")]
 
 
 def turn_text(session: str, k: int) -> str:
@@ -121,9 +141,12 @@ class Node:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
-    def _next_turn(self, session: str) -> int:
-        record = self.gateway.runner.transcripts.load(session)
-        prefix = f"{session} turn "
+    def _next_turn(self, lane: str) -> int:
+        transcripts = self.gateway.runner.transcripts
+        conversations = lane_conversations(transcripts.keys(), lane)
+        last = max(conversations, key=lambda key: int(key.rsplit("-c", 1)[1]), default=None)
+        record = transcripts.load(last) if last is not None else None
+        prefix = f"{lane} turn "
         done = [
             int(str(m.get("content"))[len(prefix) :])
             for m in (record.messages if record is not None else [])
@@ -131,30 +154,40 @@ class Node:
         ]
         return max(done, default=0) + 1
 
-    async def turns(self, session: str) -> None:
+    async def turns(self, lane: str) -> None:
         runner = self.gateway.runner
         while True:
             try:
-                k = self._next_turn(session)
+                k = self._next_turn(lane)
                 break
             except Exception:  # the database may be restarting: try again
                 await self._pause(0.5)
                 if self.stopping.is_set():
                     return
+        current = None
         while not self.stopping.is_set():
-            message = {"content": turn_text(session, k), "session_key": session, "sender_id": "u"}
+            session = conversation_key(lane, k)
+            if session != current:  # injections look it up before this turn runs
+                try:
+                    self.store.put(LANES_NAMESPACE, lane, session)
+                except Exception as exc:
+                    self.log("lane-error", lane, type(exc).__name__)
+                    await self._pause(0.5)
+                    continue
+                current = session
+            message = {"content": turn_text(lane, k), "session_key": session, "sender_id": "u"}
             try:
                 result = await runner.handle_inbound(message)
             except Exception as exc:
-                self.log("turn-error", session, k, type(exc).__name__)
+                self.log("turn-error", lane, k, type(exc).__name__)
             else:
                 keys = self.seen.pop(result.run_id, [])
                 if result.status == "replied":
-                    self.log("turn", session, k)
+                    self.log("turn", lane, k)
                     if keys:
-                        self.log("delivered", session, *keys)
+                        self.log("delivered", lane, *keys)
                 else:
-                    self.log("turn-failed", session, k, result.status)
+                    self.log("turn-failed", lane, k, result.status)
             k += 1
             await self._pause(self.spec["turn_pause_ms"] / 1000)
 
@@ -199,17 +232,15 @@ class Node:
             await self._pause(0.05)
 
     async def inject(self) -> None:
-        everyone = [
-            session
-            for node in self.spec["nodes"]
-            for session in session_keys(node, self.spec["sessions"])
-        ]
+        spec = self.spec
+        lanes = [lane for node in spec["nodes"] for lane in session_keys(node, spec["sessions"])]
         n = 0
         while not self.stopping.is_set():
             n += 1
             key = f"inj-{self.node}-{self.pid}-{n}"
-            session = random.choice(everyone)
+            lane = random.choice(lanes)
             try:
+                session = self.store.get(LANES_NAMESPACE, lane) or conversation_key(lane, 1)
                 receipt = self.gateway.sessions.enqueue_injection(
                     INJECTING_PLUGIN, session, f"note {key}", idempotency_key=key
                 )

@@ -75,6 +75,14 @@ def test_no_confirmed_write_is_lost(report: Any) -> None:
     assert checks["decisions_lost"] == []
 
 
+def test_a_restarted_gateway_goes_on_where_its_lanes_stored_conversations_end(
+    report: Any,
+) -> None:
+    lanes = 3 * 2
+    assert report["counts"]["conversations"] > lanes  # lanes moved on to new conversations
+    assert report["checks"]["turns_twice"] == []
+
+
 def test_no_injection_is_delivered_twice(report: Any) -> None:
     assert report["checks"]["injections_twice"] == []
 
