@@ -10,9 +10,10 @@ concurrent sessions; ``bench_session_memory.py``: idle sessions; ``bench_turn_ap
 control API's turn endpoint under 200 clients; ``bench_faults.py``: three gateways on one
 PostgreSQL under faults); each imported guarded: a missing or failing optional benchmark
 is recorded, not fatal. ``--quick`` is a short smoke run (small N, fewer repeats; numbers
-are noisier); ``--only a,b`` runs those benchmarks alone. Exit status is 0 when the benchmarks ran,
-whether or not a target was met (the table and the JSON say which); it is 1 only when one of
-the four core benchmarks itself crashed.
+are noisier); ``--only a,b`` runs those benchmarks alone and replaces only their entries in
+the results file (each entry says when it was measured, ``measured_utc``). Exit status is
+0 when the benchmarks ran, whether or not a target was met (the table and the JSON say
+which); it is 1 only when one of the four core benchmarks itself crashed.
 """
 
 from __future__ import annotations
@@ -72,7 +73,10 @@ def _call_run(module: Any, quick: bool) -> Any:
 
 
 def _run_one(name: str, quick: bool, *, optional: bool) -> dict[str, Any]:
-    entry: dict[str, Any] = {"status": "ok"}
+    entry: dict[str, Any] = {
+        "status": "ok",
+        "measured_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     start = time.perf_counter()
     try:
         module = importlib.import_module(name)
@@ -367,6 +371,22 @@ def _table(rows: list[tuple[str, str, str, str]]) -> str:
     return "\n".join(out)
 
 
+def _kept_entries(path: Path, quick: bool) -> dict[str, Any]:
+    """The entries of an earlier results file of the same kind (quick or not), each
+    stamped with when it was measured; nothing when there is none to keep."""
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(earlier, dict) or earlier.get("quick") != quick:
+        return {}
+    kept: dict[str, Any] = {}
+    for name, entry in (earlier.get("benchmarks") or {}).items():
+        if isinstance(entry, dict):
+            kept[name] = {"measured_utc": earlier.get("started_utc")} | entry
+    return kept
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short smoke run (noisier)")
@@ -399,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{name}] failed:\n{entry['traceback']}", file=sys.stderr)
     print(_table(_summary_rows(results)))
 
+    benchmarks = {
+        name: {k: v for k, v in entry.items() if k not in ("table",)}
+        for name, entry in results.items()
+    }
+    if args.only:
+        benchmarks = _kept_entries(args.out, args.quick) | benchmarks
     payload = {
         "started_utc": started.isoformat(timespec="seconds"),
         "quick": args.quick,
@@ -406,10 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "load_average": _load(),
-        "benchmarks": {
-            name: {k: v for k, v in entry.items() if k not in ("table",)}
-            for name, entry in results.items()
-        },
+        "benchmarks": benchmarks,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
