@@ -8,10 +8,12 @@ from typing import Any
 from agentplug import PluginApi, PluginHost
 from agentplug.services.toolresults import (
     DEFAULT_MAX_DETAILS_BYTES,
+    HistoryView,
     bound_details,
     persist_tool_result,
     strip_details,
 )
+from agentplug_hookspecs import FrozenDict, FrozenList
 
 
 def on(hook: str, fn: Any, **kw: Any) -> Any:
@@ -66,6 +68,32 @@ def test_details_are_stripped_before_replay_and_compaction() -> None:
     assert stripped[1] == {"role": "toolResult", "tool_call_id": "c1", "content": "42 rows"}
     assert stripped[0] == messages[0] and stripped[2] == "a non-mapping item"
     assert "details" in messages[1]  # inputs untouched
+
+
+def test_the_history_hooks_receive_is_frozen_and_has_no_details() -> None:
+    messages: list[Any] = [{"role": "user", "content": "count rows"}, tool_message({"ui": 1})]
+    history = HistoryView()(messages)
+    assert type(history) is FrozenList and all(type(m) is FrozenDict for m in history)
+    assert history[1] == {"role": "toolResult", "tool_call_id": "c1", "content": "42 rows"}
+    assert "details" in messages[1]  # inputs untouched
+
+
+def test_a_history_view_copies_a_message_once_and_shares_it_after() -> None:
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    view = HistoryView()
+    first = view(messages)
+    messages.append({"role": "assistant", "content": "hello"})
+    second = view(messages)
+    assert second[0] is first[0]
+    assert second[1] == {"role": "assistant", "content": "hello"}
+
+
+def test_a_history_view_copies_a_replaced_message_afresh() -> None:
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    view = HistoryView()
+    view(messages)
+    messages[0] = {"role": "user", "content": "a summary"}
+    assert view(messages)[0] == {"role": "user", "content": "a summary"}
 
 
 def test_persist_runs_both_hooks_before_the_final_bound() -> None:

@@ -140,7 +140,7 @@ async def _revise(turn: Turn, reply: str) -> bool:
     result = await turn.host.hooks.before_agent_finalize(
         {
             "reply": reply,
-            "messages": strip_details(turn.session.messages),
+            "messages": turn.history(),
             "attempt": turn.finalize.revisions,
             "run_id": turn.run_id,
         },

@@ -18,7 +18,6 @@ from agentplug_hookspecs.agent import AgentRunEvent
 from agentplug.agent.providers import split_model
 from agentplug.agent.transcript import write_message
 from agentplug.agent.turn import Turn
-from agentplug.services.toolresults import strip_details
 from agentplug.services.turns import guard_run
 
 __all__ = ["build_prompt", "claim_reply", "guard", "heartbeat", "resolve_model", "start_session"]
@@ -69,7 +68,7 @@ async def build_prompt(turn: Turn) -> None:
     """
     host = turn.host
     sessions = turn.runner.sessions
-    history = strip_details(turn.session.messages)
+    history = turn.history()
     attachments = turn.inbound.attachments if turn.inbound is not None else []
     claim = sessions.claim_injections(turn.session.session_key)
     injections = claim.entries
@@ -154,7 +153,7 @@ async def guard(turn: Turn) -> bool:
     """
     event = AgentRunEvent(
         prompt=turn.user_prompt,
-        messages=strip_details(turn.session.messages),
+        messages=turn.history(),
         system_prompt=turn.system_prompt,
         run_id=turn.run_id,
     )
@@ -174,7 +173,7 @@ async def claim_reply(turn: Turn) -> bool:
     result = await turn.host.hooks.before_agent_reply(
         {
             "prompt": turn.user_prompt,
-            "messages": strip_details(turn.session.messages),
+            "messages": turn.history(),
             "run_id": turn.run_id,
         },
         turn.ctx,

@@ -76,7 +76,6 @@ from agentplug.services.approvals import ApprovalBroker
 from agentplug.services.replies import Channel, ReplyDispatcher
 from agentplug.services.signals import AbortSignal
 from agentplug.services.toolcalls import ToolCallGate
-from agentplug.services.toolresults import strip_details
 from agentplug.services.turns import DeliveryResult
 
 __all__ = ["AgentRunner", "SyncAgentRunner"]
@@ -524,7 +523,7 @@ class AgentRunner:
             turn.error = scrub(turn.error)
         await self.host.hooks.agent_end(
             {
-                "messages": strip_details(turn.session.messages),
+                "messages": turn.history(),
                 "success": success,
                 "error": turn.error,
                 "duration_ms": duration_ms,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 
+from agentplug_hookspecs import FrozenList
 from agentplug_hookspecs.common import AgentContext, MessageContext, ThreadId
 from agentplug_hookspecs.tools import ToolContext
 from pydantic import (
@@ -38,6 +39,7 @@ from agentplug.agent.transcript import SessionRecord
 from agentplug.agent.usage import TurnUsage, UsageLedger
 from agentplug.core.redaction import scrub_data
 from agentplug.services.signals import AbortSignal
+from agentplug.services.toolresults import HistoryView
 from agentplug.services.turns import DeliveryResult, FinalizeRetryTracker
 
 if TYPE_CHECKING:
@@ -320,6 +322,14 @@ class Turn:
     def host(self) -> Any:
         """The runner's host."""
         return self.runner.host
+
+    def history(self) -> FrozenList:
+        """The session's messages as the turn's hooks receive them (frozen, without
+        ``details``); each message is copied once a turn however many hooks carry it."""
+        view: HistoryView | None = self._extras.get("history")
+        if view is None:
+            view = self._extras["history"] = HistoryView()
+        return view(self.session.messages)
 
     def check_aborted(self) -> None:
         """Raise :class:`TurnCancelled` when the abort signal fired."""

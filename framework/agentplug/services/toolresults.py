@@ -3,7 +3,8 @@
 A tool result message may carry structured ``details`` (UI, diagnostics, media
 routing). The runtime
 
-- strips them before provider replay and compaction input (:func:`strip_details`);
+- strips them before provider replay and compaction input (:func:`strip_details`), and
+  from the messages hooks receive (:class:`HistoryView`);
 - persists them only up to a size bound, replacing oversized ones with a compact summary
   marked ``persisted_details_truncated: true`` (:func:`bound_details`);
 - runs ``tool_result_persist`` then ``before_message_write`` *before* that final bound
@@ -16,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from agentplug_hookspecs import thaw
+from agentplug_hookspecs import FrozenList, deep_freeze, thaw
 from agentplug_hookspecs.tools import MessagePersistOutcome, MessageWriteOutcome, ToolContext
 from pydantic import BaseModel, Field
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_DETAILS_BYTES",
+    "HistoryView",
     "PersistResult",
     "bound_details",
     "persist_tool_result",
@@ -109,6 +111,40 @@ def strip_details(messages: Iterable[Any]) -> list[Any]:
         else:
             out.append(message)
     return out
+
+
+class HistoryView:
+    """A transcript's messages as hooks receive them: frozen, without ``details``.
+
+    Each message is copied once: called again (the next hook of the same turn), a message
+    already seen, the very same object, is shared instead of copied again, so a turn that
+    hands its history to several hooks pays for one copy of it plus the messages added
+    since. The messages must not change in place while the view is in use (a turn only
+    appends or replaces them); the view keeps every message it saw alive, so it lives as
+    long as one turn.
+    """
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, messages: Iterable[Any]) -> FrozenList:
+        """The frozen, stripped copy of ``messages``."""
+        seen = self._seen
+        out: list[Any] = []
+        for message in messages:
+            known = seen.get(id(message))
+            if known is not None and known[0] is message:
+                out.append(known[1])
+                continue
+            if isinstance(message, Mapping):
+                frozen = deep_freeze({k: v for k, v in message.items() if k not in DETAILS_KEYS})
+            else:
+                frozen = deep_freeze(message)
+            seen[id(message)] = (message, frozen)
+            out.append(frozen)
+        return FrozenList(out)
 
 
 class PersistResult(BaseModel):
