@@ -371,7 +371,7 @@ def _table(rows: list[tuple[str, str, str, str]]) -> str:
     return "\n".join(out)
 
 
-def _kept_entries(path: Path, quick: bool) -> dict[str, Any]:
+def kept_entries(path: Path, quick: bool) -> dict[str, Any]:
     """The entries of an earlier results file of the same kind (quick or not), each
     stamped with when it was measured; nothing when there is none to keep."""
     try:
@@ -424,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, entry in results.items()
     }
     if args.only:
-        benchmarks = _kept_entries(args.out, args.quick) | benchmarks
+        benchmarks = kept_entries(args.out, args.quick) | benchmarks
     payload = {
         "started_utc": started.isoformat(timespec="seconds"),
         "quick": args.quick,

@@ -34,7 +34,7 @@ def test_an_only_run_keeps_the_other_entries_stamped_with_when_they_were_measure
 ) -> None:
     out = tmp_path / "results.json"
     _earlier(out, quick=False)
-    kept = _run_module()._kept_entries(out, False)
+    kept = _run_module().kept_entries(out, False)
     assert kept == {
         "bench_faults": {
             "measured_utc": "2026-01-02T03:04:05+00:00",
@@ -47,8 +47,8 @@ def test_an_only_run_keeps_the_other_entries_stamped_with_when_they_were_measure
 def test_an_only_run_never_mixes_quick_figures_into_a_full_results_file(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     _earlier(out, quick=True)
-    assert _run_module()._kept_entries(out, False) == {}
+    assert _run_module().kept_entries(out, False) == {}
 
 
 def test_an_only_run_without_an_earlier_file_keeps_nothing(tmp_path: Path) -> None:
-    assert _run_module()._kept_entries(tmp_path / "absent.json", False) == {}
+    assert _run_module().kept_entries(tmp_path / "absent.json", False) == {}
