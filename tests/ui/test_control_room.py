@@ -459,51 +459,52 @@ def test_the_plugins_view_shows_handlers_and_the_hook_catalogue(
     assert "decide" in row.text_content() and "block" in row.text_content()
 
 
-def _create_my_action(page: Any) -> None:
-    page.click("#nav a[data-view=actions]")
-    page.click("#action-new")
-    page.click("#action-detail button:has-text('Create')")
-    page.wait_for_selector("#action-detail h2:has-text('my-action')")
+@pytest.fixture
+def my_action(chromium: Any, tmp_path: Path) -> Iterator[tuple[UiServer, Any]]:
+    """A gateway with no custom action, and a page that just created ``my-action``."""
+    with UiServer(tmp_path, custom_actions=[]) as server:
+        page = _page(chromium, server)
+        page.click("#nav a[data-view=actions]")
+        page.click("#action-new")
+        page.click("#action-detail button:has-text('Create')")
+        page.wait_for_selector("#action-detail h2:has-text('my-action')")
+        yield server, page
 
 
 def test_a_custom_action_is_created_edited_and_tested_from_the_page(
-    chromium: Any, tmp_path: Path
+    my_action: tuple[UiServer, Any],
 ) -> None:
-    with UiServer(tmp_path, custom_actions=[]) as server:
-        page = _page(chromium, server)
-        _create_my_action(page)
-        edited = json.loads(page.input_value("#action-json"))
-        edited["handler"]["code"] = "return params['text'].upper() + '!'"
-        page.fill("#action-json", json.dumps(edited))
-        page.click("#action-detail button:has-text('Save')")
-        page.wait_for_selector("#action-detail p:has-text('Saved and registered.')")
-        page.fill("#action-params", json.dumps({"text": "shout"}))
-        page.click("#action-detail button:has-text('Test')")
-        page.wait_for_selector("#action-detail pre.output:has-text('SHOUT!')")
-        saved = json.loads(server.config_path.read_text(encoding="utf-8"))
-        assert [a["id"] for a in saved["customActions"]] == ["my-action"]
-        assert saved["customActions"][0]["handler"]["code"].endswith("+ '!'")
+    server, page = my_action
+    edited = json.loads(page.input_value("#action-json"))
+    edited["handler"]["code"] = "return params['text'].upper() + '!'"
+    page.fill("#action-json", json.dumps(edited))
+    page.click("#action-detail button:has-text('Save')")
+    page.wait_for_selector("#action-detail p:has-text('Saved and registered.')")
+    page.fill("#action-params", json.dumps({"text": "shout"}))
+    page.click("#action-detail button:has-text('Test')")
+    page.wait_for_selector("#action-detail pre.output:has-text('SHOUT!')")
+    saved = json.loads(server.config_path.read_text(encoding="utf-8"))
+    assert [a["id"] for a in saved["customActions"]] == ["my-action"]
+    assert saved["customActions"][0]["handler"]["code"].endswith("+ '!'")
 
 
 def test_an_action_s_test_cannot_be_run_while_its_save_is_in_flight(
-    chromium: Any, tmp_path: Path
+    my_action: tuple[UiServer, Any],
 ) -> None:
-    with UiServer(tmp_path, custom_actions=[]) as server:
-        page = _page(chromium, server)
-        _create_my_action(page)
-        held: list[Any] = []
-        page.route("**/api/custom-actions/my-action", lambda route: held.append(route))
-        page.click("#action-detail button:has-text('Save')")
-        page.wait_for_selector("#action-detail button:has-text('Test'):disabled")
-        assert page.is_disabled("#action-detail button:has-text('Save')")
-        for _ in range(HANG_S // 10):  # the route handler runs when the request is made
-            if held:
-                break
-            page.wait_for_timeout(10)
-        assert len(held) == 1
-        held[0].continue_()
-        page.wait_for_selector("#action-detail p:has-text('Saved and registered.')")
-        assert page.is_enabled("#action-detail button:has-text('Test')")
+    _, page = my_action
+    held: list[Any] = []
+    page.route("**/api/custom-actions/my-action", lambda route: held.append(route))
+    page.click("#action-detail button:has-text('Save')")
+    page.wait_for_selector("#action-detail button:has-text('Test'):disabled")
+    assert page.is_disabled("#action-detail button:has-text('Save')")
+    for _ in range(HANG_S // 10):  # the route handler runs when the request is made
+        if held:
+            break
+        page.wait_for_timeout(10)
+    assert len(held) == 1
+    held[0].continue_()
+    page.wait_for_selector("#action-detail p:has-text('Saved and registered.')")
+    assert page.is_enabled("#action-detail button:has-text('Test')")
 
 
 def test_a_late_answer_to_an_older_list_request_does_not_replace_a_newer_list(
